@@ -1,0 +1,108 @@
+"""create_app(settings) -> the Celery app; every Celery setting we choose, each with its reason."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+from urllib.parse import urlsplit
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from inference_tasks.config import Settings, load_settings
+from inference_tasks.routing import (
+    INFERENCE_QUEUE,
+    PRIORITY_SEPARATOR,
+    PRIORITY_STEPS,
+    TASK_ROUTES,
+)
+
+APP_NAME = "inference_tasks"
+TASK_MODULES = ["inference_tasks.tasks"]
+_CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
+
+
+def celery_conf(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration for `settings`; Celery defaults apply to every key not here."""
+    conf: dict[str, Any] = {
+        "broker_url": settings.redis_url,
+        "result_backend": settings.redis_url,
+        "broker_transport_options": {
+            # Unacked messages return to the queue after this; it must exceed the hard limit.
+            "visibility_timeout": settings.visibility_timeout_s,
+            # One Redis list per priority 0-9 with readable names ("inference:3"), so
+            # producers in other languages can push to a priority without kombu's "\x06\x16".
+            "priority_steps": PRIORITY_STEPS,
+            "sep": PRIORITY_SEPARATOR,
+            "queue_order_strategy": "priority",
+        },
+        # JSON only, in and out: a pickled message would run code chosen by whoever can
+        # write to Redis. Messages in any other content type are rejected, never decoded.
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        # Only the inference queue is declared, so a plain `celery -A inference_tasks worker`
+        # never pulls training work into pinned children; `-Q training` creates that queue
+        # (task_create_missing_queues), with its own exchange and routing key like this one.
+        "task_queues": [Queue(INFERENCE_QUEUE, Exchange(INFERENCE_QUEUE), routing_key=INFERENCE_QUEUE)],
+        "task_default_queue": INFERENCE_QUEUE,
+        "task_routes": TASK_ROUTES,
+        # Ack after the task ran, and requeue it if its child died: a killed child loses nothing.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        # Each child reserves one task at a time: long batches never queue up behind a busy
+        # child while a sibling idles, and a dying worker holds back at most one per child.
+        "worker_prefetch_multiplier": 1,
+        "worker_concurrency": settings.concurrency,
+        "worker_max_tasks_per_child": settings.max_tasks_per_child,
+        "worker_max_memory_per_child": settings.max_memory_per_child_mb * 1024,  # Celery wants KiB
+        # Children load and warm the model before they report "up" (Celery's default is 4 s).
+        "worker_proc_alive_timeout": settings.proc_alive_timeout_s,
+        "task_soft_time_limit": settings.soft_time_limit_s,
+        "task_time_limit": settings.time_limit_s,
+        "result_expires": settings.result_expires_s,
+        # A task's result write is retried through a Redis restart instead of being lost.
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": 20,
+        # STARTED is visible to pollers and Flower; events let Flower show tasks live.
+        "task_track_started": True,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "broker_connection_retry_on_startup": True,
+        # With late acks, a task running when the broker connection drops cannot be acked any
+        # more; cancelling it lets the redelivered copy be the only one that counts.
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+    }
+    if urlsplit(settings.redis_url).scheme == "rediss":
+        tls: dict[str, Any] = {"ssl_cert_reqs": _CERT_REQS[settings.redis_tls_cert_reqs]}
+        if settings.redis_tls_ca_file:
+            tls["ssl_ca_certs"] = settings.redis_tls_ca_file
+        conf["broker_use_ssl"] = tls
+        conf["redis_backend_use_ssl"] = tls
+    return conf
+
+
+class InferenceApp(Celery):
+    """A Celery app that carries its Settings; without explicit ones, reads the environment lazily."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings
+        super().__init__(APP_NAME, include=TASK_MODULES)
+        # A callable default is evaluated on first use of app.conf, not at import time.
+        self.add_defaults(lambda: celery_conf(self.settings))
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+
+def create_app(settings: Settings | None = None) -> InferenceApp:
+    """A configured app; producers and tests pass Settings, workers let it read the environment."""
+    return InferenceApp(settings)
+
+
+app = create_app()

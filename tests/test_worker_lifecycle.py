@@ -1,0 +1,168 @@
+"""Worker lifecycle through real `celery worker` processes: pinning, loading, recycling, child death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from conftest import REPO_ROOT, redis_client
+
+from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
+
+pytestmark = pytest.mark.slow
+RESULT_TIMEOUT_S = 60
+SENTENCES = [f"Sentence number {i} about the weather, the markets and the city council." for i in range(32)]
+
+
+def infos_from_every_child(worker, children: int, rounds: int = 40) -> dict[int, dict]:
+    """worker_info from each child: send bursts until every child has answered at least once."""
+    seen: dict[int, dict] = {}
+    for _ in range(rounds):
+        burst = [worker.app.send_task(WORKER_INFO_TASK) for _ in range(children * 2)]
+        for result in burst:
+            info = result.get(timeout=RESULT_TIMEOUT_S)
+            seen[info["pid"]] = info
+        if len(seen) >= children:
+            return seen
+    raise AssertionError(f"only {len(seen)} of {children} children answered worker_info")
+
+
+def test_pinned_children_run_one_native_thread_each_and_stay_flat(inference_worker):
+    """Shipped profile: both children report torch=1, every native pool=1, and a small OS thread
+    count that does not grow across 20 embed tasks; the prefork parent stays single-digit."""
+    before = infos_from_every_child(inference_worker, children=2)
+    results = [inference_worker.app.send_task(EMBED_TASK, args=[SENTENCES]) for _ in range(20)]
+    assert all(r.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384 for r in results)
+    after = infos_from_every_child(inference_worker, children=2)
+    for info in [*before.values(), *after.values()]:
+        assert info["profile"] == "inference"
+        assert info["thread_budget"] == 1
+        assert info["torch_threads"] == 1
+        assert info["torch_interop_threads"] == 1
+        assert info["native_pools"], "threadpoolctl saw no native pool"
+        assert {pool["num_threads"] for pool in info["native_pools"]} == {1}
+        assert info["os_threads"] <= 4, info["os_threads"]
+        assert info["parent"]["os_threads"] <= 4, info["parent"]
+    for pid, info in after.items():
+        if pid in before:
+            assert info["os_threads"] <= before[pid]["os_threads"]
+    assert sum(info["tasks_served"] for info in after.values()) >= 20
+
+
+def test_without_pinning_children_run_more_threads(start_worker, inference_worker):
+    """The control: with INFERENCE_PIN_THREADS=false the same work leaves more threads per child,
+    so the pinned test above can fail."""
+    unpinned = start_worker(concurrency=2, pin_threads="false")
+    for worker in (unpinned, inference_worker):
+        results = [worker.app.send_task(EMBED_TASK, args=[SENTENCES]) for _ in range(4)]
+        assert all(r.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384 for r in results)
+    pinned_max = max(i["os_threads"] for i in infos_from_every_child(inference_worker, 2).values())
+    loose = infos_from_every_child(unpinned, 2).values()
+    cores = len(os.sched_getaffinity(0))
+    for info in loose:
+        assert info["thread_budget"] is None
+        assert info["os_threads"] > pinned_max, (info["os_threads"], pinned_max)
+        if cores > 1:
+            assert info["torch_threads"] > 1
+            assert max(pool["num_threads"] for pool in info["native_pools"]) > 1
+
+
+def test_a_child_whose_model_failed_to_load_fails_every_task_clearly(start_worker, tmp_path):
+    """A model that cannot load must not leave a silently broken child: tasks fail with
+    'model not loaded: <reason>', and worker_info still answers with the reason."""
+    missing = tmp_path / "no-such-model"
+    broken = start_worker(concurrency=1, model=str(missing))
+    result = broken.app.send_task(EMBED_TASK, args=[["hello"]])
+    with pytest.raises(Exception) as raised:
+        result.get(timeout=RESULT_TIMEOUT_S)
+    assert result.state == "FAILURE"
+    assert "model not loaded" in str(raised.value)
+    assert "model directory not found" in str(raised.value)
+    assert str(missing) in str(raised.value)
+    info = broken.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert info["model"] is None
+    assert "model directory not found" in info["model_error"]
+    assert broken.process.poll() is None
+
+
+def test_recycling_after_max_tasks_replaces_children_and_loses_nothing(start_worker):
+    """worker_max_tasks_per_child=3: children are replaced (new pids) and all 30 tasks succeed."""
+    worker = start_worker(concurrency=2, max_tasks_per_child=3)
+    initial = set(worker.child_pids())
+    results = []
+    for index in range(15):
+        results.append(worker.app.send_task(EMBED_TASK, args=[[f"text {index}"]]))
+        results.append(worker.app.send_task(WORKER_INFO_TASK))
+    outcomes = [r.get(timeout=RESULT_TIMEOUT_S) for r in results]
+    assert all(r.state == "SUCCESS" for r in results)
+    pids = {o["pid"] for o in outcomes if "pid" in o}
+    assert len(pids) >= 4, pids
+    assert all(o["tasks_served"] < 3 for o in outcomes if "tasks_served" in o)
+    assert not initial & set(worker.child_pids())
+
+
+def test_a_child_killed_mid_task_loses_nothing(start_worker):
+    """kill -9 of the child running a task: the task is requeued, runs again, and succeeds."""
+    worker = start_worker(concurrency=2, include="tests.worker_probes")
+    marker = f"attempts:{uuid.uuid4()}"
+    redis = redis_client(worker.redis_url)
+    held = worker.app.send_task("tests.hold", args=[marker, 3.0])
+    deadline = time.monotonic() + RESULT_TIMEOUT_S
+    while redis.llen(marker) == 0:
+        assert time.monotonic() < deadline, "the task never started"
+        time.sleep(0.05)
+    victim = int(redis.lindex(marker, 0))
+    os.kill(victim, signal.SIGKILL)
+    outcome = held.get(timeout=RESULT_TIMEOUT_S)
+    assert outcome["attempt"] == 2
+    assert outcome["pid"] != victim
+    assert held.state == "SUCCESS"
+    assert worker.app.send_task(EMBED_TASK, args=[["after the kill"]]).get(timeout=RESULT_TIMEOUT_S)["dim"] == 384
+
+
+class _RunsCodeWhenUnpickled:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mknod, (self.marker,))
+
+
+def test_a_pickled_message_is_never_executed(inference_worker, tmp_path):
+    """A message in pickle format is refused before decoding: its payload never runs, the task
+    never runs, and the worker keeps serving."""
+    marker = tmp_path / "pickle-payload-ran"
+    sent = inference_worker.app.send_task(EMBED_TASK, args=[[_RunsCodeWhenUnpickled(str(marker))]], serializer="pickle")
+    after = inference_worker.app.send_task(EMBED_TASK, args=[["a valid task after it"]])
+    assert after.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384
+    deadline = time.monotonic() + 10
+    while "Refusing to deserialize" not in inference_worker.log():
+        assert time.monotonic() < deadline, inference_worker.log()[-3000:]
+        time.sleep(0.1)
+    assert not marker.exists()
+    assert sent.state == "PENDING"
+    assert inference_worker.process.poll() is None
+
+
+def test_trainer_profile_is_one_process_using_the_configured_threads(start_worker):
+    """The solo trainer profile (queue training) is not pinned: it runs with trainer_threads."""
+    trainer = start_worker(queues=TRAINING_QUEUE, pool="solo", trainer_threads=3)
+    info = trainer.app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=RESULT_TIMEOUT_S)
+    assert info["profile"] == "trainer"
+    assert info["pid"] == trainer.process.pid
+    assert info["torch_threads"] == 3
+    assert {pool["num_threads"] for pool in info["native_pools"]} == {3}
+    assert info["model"] == "all-MiniLM-L6-v2"
+
+
+def test_importing_the_package_does_not_import_torch():
+    """Producers, Flower and the CLI import the app: that must not load torch or the model."""
+    import subprocess
+    import sys
+
+    code = "import sys, inference_tasks; inference_tasks.app.conf.broker_url; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
