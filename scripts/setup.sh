@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what inference_tasks needs on a fresh Debian machine; safe to run again.
+#   - redis-server and openssl from Debian (sudo if not root)
+#   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
+#     constraints.txt so no later install swaps in a multi-GB CUDA build) and this package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v openssl >/dev/null || missing+=(openssl)
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]} with apt-get"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+fi
+# torch first and exactly, then everything else under the same constraint.
+"$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
+"$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[dev,flower]"
+"$VENV/bin/python" -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+echo "setup: ready ($("$VENV/bin/python" -c 'import torch, celery; print(f"torch {torch.__version__}, celery {celery.__version__}")'))"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole quality gate, as CI runs it: set up, lint, format check, then every test
+# (real redis-server, real `celery worker` processes, the real model).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+VENV=${VENV:-.venv}
+"$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check .
+exec "$VENV/bin/python" -m pytest "$@"

@@ -1,0 +1,100 @@
+"""The Celery configuration contract, and the app against password and TLS Redis servers."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+
+import pytest
+from conftest import TlsFiles, start_redis
+
+from inference_tasks.app import celery_conf, create_app
+from inference_tasks.config import Settings
+from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK, queue_keys
+
+
+def test_wire_format_is_json_only():
+    """Messages and results are JSON; no other content type is accepted."""
+    conf = create_app(Settings()).conf
+    assert conf.accept_content == ["json"]
+    assert conf.result_accept_content == ["json"]
+    assert (conf.task_serializer, conf.result_serializer) == ("json", "json")
+
+
+def test_delivery_settings_never_lose_a_task_to_a_dead_child():
+    """Late acks, requeue on worker loss, one prefetched task per child, visibility above the limit."""
+    settings = Settings(max_tasks_per_child=77, max_memory_per_child_mb=512, result_expires_s=99)
+    conf = create_app(settings).conf
+    assert conf.task_acks_late is True
+    assert conf.task_reject_on_worker_lost is True
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit > conf.task_soft_time_limit
+    assert conf.worker_max_tasks_per_child == 77
+    assert conf.worker_max_memory_per_child == 512 * 1024
+    assert conf.result_expires == 99
+
+
+def test_plain_worker_consumes_only_the_inference_queue():
+    """Only the inference queue is declared, and the public tasks route to it."""
+    conf = create_app(Settings()).conf
+    assert [queue.name for queue in conf.task_queues] == [INFERENCE_QUEUE]
+    assert conf.task_routes[EMBED_TASK] == {"queue": INFERENCE_QUEUE}
+
+
+def test_priority_lists_have_readable_names():
+    """Priority n of queue q waits in the Redis list 'q:n' (0 is the bare name, served first)."""
+    assert queue_keys("inference")[:3] == ["inference", "inference:1", "inference:2"]
+
+
+def test_rediss_urls_get_certificate_checks_for_broker_and_backend():
+    """rediss:// turns on TLS for both the broker and the result backend, verifying by default."""
+    conf = celery_conf(Settings(redis_url="rediss://:pw@cache:6380/0", redis_tls_ca_file="/etc/ca.pem"))
+    expected = {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": "/etc/ca.pem"}
+    assert conf["broker_use_ssl"] == expected
+    assert conf["redis_backend_use_ssl"] == expected
+    assert "broker_use_ssl" not in celery_conf(Settings())
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory) -> TlsFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is not installed (apt-get install openssl)")
+    where = tmp_path_factory.mktemp("tls")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+            "-days", "2", "-subj", "/CN=inference-tasks-test-ca")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=127.0.0.1")  # fmt: skip
+    (where / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    return TlsFiles(cert=where / "server.crt", key=where / "server.key", ca=where / "ca.crt")
+
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+@pytest.mark.slow
+def test_worker_serves_through_a_password_protected_tls_redis(start_worker, tls_files, tmp_path):
+    """rediss:// with a password and a private CA: a real worker embeds, and the password never
+    appears in its log or in worker_info."""
+    server = start_redis(tmp_path / "redis-tls", password=PASSWORD, tls=tls_files)
+    try:
+        worker = start_worker(concurrency=1, redis_url=server.url(0), redis_tls_ca_file=str(tls_files.ca))
+        client = create_app(Settings(redis_url=server.url(0), redis_tls_ca_file=str(tls_files.ca)))
+        result = client.send_task(EMBED_TASK, args=[["over TLS"]]).get(timeout=60)
+        info = client.send_task(WORKER_INFO_TASK).get(timeout=60)
+        worker.stop()
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    assert result["dim"] == 384
+    assert info["redis_url"].startswith("rediss://:***@127.0.0.1:")
+    assert PASSWORD not in str(info)
+    assert PASSWORD not in worker.log()
+    assert "rediss://" in worker.log()

@@ -1,0 +1,90 @@
+"""Settings: defaults, parsing from an environment mapping, and refusals with named variables."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference_tasks.config import (
+    DEFAULT_MAX_TASKS_PER_CHILD,
+    DEFAULT_MODEL,
+    DEFAULT_REDIS_URL,
+    ConfigError,
+    Settings,
+    available_cores,
+)
+
+
+def test_defaults_without_any_environment():
+    """An empty environment gives the documented local defaults."""
+    settings = Settings.from_env({})
+    assert settings.redis_url == DEFAULT_REDIS_URL == "redis://127.0.0.1:6379/0"
+    assert settings.model == DEFAULT_MODEL
+    assert settings.concurrency == available_cores()
+    assert settings.pin_threads is True
+    assert settings.max_tasks_per_child == DEFAULT_MAX_TASKS_PER_CHILD >= 100
+
+
+def test_every_setting_is_read_from_its_variable():
+    """REDIS_URL and INFERENCE_* variables are parsed into typed fields."""
+    settings = Settings.from_env(
+        {
+            "REDIS_URL": "rediss://:pw@redis.internal:6380/2",
+            "INFERENCE_MODEL": "/models/minilm",
+            "INFERENCE_CONCURRENCY": "6",
+            "INFERENCE_PIN_THREADS": "off",
+            "INFERENCE_MAX_TASKS_PER_CHILD": "250",
+            "INFERENCE_MAX_MEMORY_PER_CHILD_MB": "900",
+            "INFERENCE_MAX_BATCH_TEXTS": "32",
+            "INFERENCE_MAX_TEXT_CHARS": "500",
+            "INFERENCE_RESULT_EXPIRES_S": "60",
+            "INFERENCE_PROC_ALIVE_TIMEOUT_S": "12.5",
+            "INFERENCE_REDIS_TLS_CERT_REQS": "none",
+        }
+    )
+    assert settings.redis_url == "rediss://:pw@redis.internal:6380/2"
+    assert settings.model == "/models/minilm"
+    assert settings.concurrency == 6
+    assert settings.pin_threads is False
+    assert (settings.max_tasks_per_child, settings.max_memory_per_child_mb) == (250, 900)
+    assert (settings.max_batch_texts, settings.max_text_chars) == (32, 500)
+    assert settings.result_expires_s == 60
+    assert settings.proc_alive_timeout_s == 12.5
+    assert settings.redis_tls_cert_reqs == "none"
+
+
+def test_empty_variables_keep_defaults():
+    """INFERENCE_CONCURRENCY= (set but empty, as compose files often do) means the default."""
+    assert Settings.from_env({"INFERENCE_CONCURRENCY": ""}).concurrency == available_cores()
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"INFERENCE_CONCURRENCY": "two"}, "INFERENCE_CONCURRENCY='two' is not a number"),
+        ({"INFERENCE_CONCURRENCY": "0"}, "INFERENCE_CONCURRENCY must be at least 1"),
+        ({"INFERENCE_PIN_THREADS": "maybe"}, "INFERENCE_PIN_THREADS='maybe' is not a boolean"),
+        ({"REDIS_URL": "amqp://guest@localhost//"}, "REDIS_URL must be redis://, rediss:// or unix://"),
+        ({"INFERENCE_DEVICE": "cuda"}, "only 'cpu' is supported"),
+        ({"INFERENCE_REDIS_TLS_CERT_REQS": "strict"}, "INFERENCE_REDIS_TLS_CERT_REQS must be one of"),
+        ({"INFERENCE_TIME_LIMIT_S": "5000"}, "TIME_LIMIT_S < VISIBILITY_TIMEOUT_S"),
+        ({"INFERENCE_SOFT_TIME_LIMIT_S": "400"}, "SOFT_TIME_LIMIT_S < TIME_LIMIT_S"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_variable(environ, message):
+    """A setting that cannot work stops the process at start, saying which variable is wrong."""
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env(environ)
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("rediss://app:hunter2@cache:6380/1", "rediss://app:***@cache:6380/1"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ],
+)
+def test_redacted_url_never_contains_the_password(url, shown):
+    """The URL shown in logs and worker_info hides the password and keeps the rest."""
+    assert Settings(redis_url=url).redacted_redis_url == shown

