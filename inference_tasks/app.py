@@ -10,6 +10,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from inference_tasks.config import Settings, load_settings
+from inference_tasks.leases import LeaseRenewal
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
     PRIORITY_SEPARATOR,
@@ -27,9 +28,22 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "broker_url": settings.redis_url,
         "result_backend": settings.redis_url,
+        # kombu's Redis transport plus screening of every raw message (envelope.py) and a bound
+        # on redeliveries; the URL keeps its redis:// or rediss:// scheme.
+        "broker_transport": "inference_tasks.transport:Transport",
         "broker_transport_options": {
-            # Unacked messages return to the queue after this; it must exceed the hard limit.
+            # An unacked message whose lease is older than this goes back to its queue; workers
+            # renew the leases of what they hold (leases.py), and every worker sweeps for
+            # expired ones every renewal interval (kombu's default is every ~100 s).
             "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": settings.lease_renew_interval_s,
+            "unacked_restore_throttle": 1,
+            # A worker killed while sweeping would otherwise block all sweeps for 5 minutes.
+            "unacked_mutex_expire": settings.visibility_timeout_s,
+            "max_message_bytes": settings.max_message_bytes,
+            "max_redeliveries": settings.max_redeliveries,
+            "dead_letter_max": settings.dead_letter_max,
+            "dead_letter_ttl": settings.dead_letter_ttl_s,
             # One Redis list per priority 0-9 with readable names ("inference:3"), so
             # producers in other languages can push to a priority without kombu's "\x06\x16".
             "priority_steps": PRIORITY_STEPS,
@@ -92,6 +106,7 @@ class InferenceApp(Celery):
         super().__init__(APP_NAME, include=TASK_MODULES)
         # A callable default is evaluated on first use of app.conf, not at import time.
         self.add_defaults(lambda: celery_conf(self.settings))
+        self.steps["consumer"].add(LeaseRenewal)
 
     @property
     def settings(self) -> Settings:

@@ -31,9 +31,20 @@ DEFAULT_RESULT_EXPIRES_S = 86_400
 DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
 DEFAULT_SOFT_TIME_LIMIT_S = 300
 DEFAULT_TIME_LIMIT_S = 330
-# Redis redelivers an unacked message only after this long; it must exceed the hard time
-# limit, or a task still running would be handed to a second worker.
-DEFAULT_VISIBILITY_TIMEOUT_S = 3600
+# Redis hands an unacked message to another worker once its lease is this old. Workers renew
+# the lease of every message they hold every LEASE_RENEW_INTERVAL_S, so a long task is never
+# redelivered while its worker lives, and a dead worker's tasks come back within
+# VISIBILITY_TIMEOUT_S + LEASE_RENEW_INTERVAL_S (25 s by default).
+DEFAULT_VISIBILITY_TIMEOUT_S = 20
+DEFAULT_LEASE_RENEW_INTERVAL_S = 5
+# A message is refused unread above this size: 256 texts of 10,000 characters, JSON and base64
+# encoded, is ~3.5 MB, so valid requests fit with room to spare.
+DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# A task redelivered more often than this (its child died each time: a segfault, an OOM kill)
+# is failed and dead-lettered instead of killing children forever.
+DEFAULT_MAX_REDELIVERIES = 3
+DEFAULT_DEAD_LETTER_MAX = 1000
+DEFAULT_DEAD_LETTER_TTL_S = 7 * 86_400
 TLS_CERT_REQS = ("required", "optional", "none")
 
 
@@ -69,6 +80,11 @@ class Settings:
     soft_time_limit_s: int = DEFAULT_SOFT_TIME_LIMIT_S
     time_limit_s: int = DEFAULT_TIME_LIMIT_S
     visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S
+    lease_renew_interval_s: float = DEFAULT_LEASE_RENEW_INTERVAL_S
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_redeliveries: int = DEFAULT_MAX_REDELIVERIES
+    dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX
+    dead_letter_ttl_s: int = DEFAULT_DEAD_LETTER_TTL_S
 
     def __post_init__(self) -> None:
         scheme = urlsplit(self.redis_url).scheme
@@ -91,14 +107,24 @@ class Settings:
             "soft_time_limit_s",
             "time_limit_s",
             "visibility_timeout_s",
+            "max_message_bytes",
+            "dead_letter_max",
+            "dead_letter_ttl_s",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        if not self.soft_time_limit_s < self.time_limit_s < self.visibility_timeout_s:
+        if self.max_redeliveries < 0:
+            raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
+        if not self.soft_time_limit_s < self.time_limit_s:
             raise ConfigError(
-                "time limits must satisfy SOFT_TIME_LIMIT_S < TIME_LIMIT_S < VISIBILITY_TIMEOUT_S "
-                f"(got {self.soft_time_limit_s} < {self.time_limit_s} < {self.visibility_timeout_s}): "
-                "a task still running past the visibility timeout is delivered a second time"
+                f"{ENV_PREFIX}SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
+                f"{ENV_PREFIX}TIME_LIMIT_S ({self.time_limit_s}): the soft limit warns the task first"
+            )
+        if not 0 < self.lease_renew_interval_s * 3 <= self.visibility_timeout_s:
+            raise ConfigError(
+                f"{ENV_PREFIX}LEASE_RENEW_INTERVAL_S ({self.lease_renew_interval_s}) must be at most a third "
+                f"of {ENV_PREFIX}VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}), or a slow renewal lets "
+                "Redis hand a running task to a second worker"
             )
 
     @property
@@ -145,6 +171,11 @@ _ENV_FIELDS: dict[str, type] = {
     "soft_time_limit_s": int,
     "time_limit_s": int,
     "visibility_timeout_s": int,
+    "lease_renew_interval_s": float,
+    "max_message_bytes": int,
+    "max_redeliveries": int,
+    "dead_letter_max": int,
+    "dead_letter_ttl_s": int,
 }
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
+import signal
 import time
 from typing import Any
 
@@ -74,6 +76,29 @@ def pin_threads_and_load_model(**_: Any) -> None:
     if HOLDER.threads is not None:
         threads.limit_loaded_pools(HOLDER.threads)
     HOLDER.load(settings.model, settings.device)
+    if HOLDER.profile == PROFILE_INFERENCE:
+        refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
+
+
+def refuse_memory_limit_below_footprint(limit_mb: int) -> None:
+    """Stop the worker if a freshly loaded child already exceeds worker_max_memory_per_child.
+
+    Celery compares the limit with the child's peak RSS after every task: a limit below what the
+    model needs recycles every child after its first task, forever (a reload each time). That is
+    a configuration error; the whole worker stops (warm shutdown: nothing is lost) and says why.
+    """
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if peak_mb < limit_mb:
+        return
+    logger.critical(
+        "INFERENCE_MAX_MEMORY_PER_CHILD_MB=%d is below the %.0f MB a child reaches just by loading and "
+        "warming up the model: every child would be recycled after each task. Stopping the worker; "
+        "set it to at least %.0f MB (about 1.5 x the loaded footprint).",
+        limit_mb,
+        peak_mb,
+        peak_mb * 1.5,
+    )
+    os.kill(os.getppid(), signal.SIGTERM)
 
 
 @task_postrun.connect

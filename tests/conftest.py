@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKER_READY_TIMEOUT_S = 120
 WORKER_STOP_TIMEOUT_S = 30
 REDIS_DATABASES = 64
+SUCCEEDED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] succeeded")
 # Settings that would leak from the developer's shell into test workers.
 _LEAKY_ENV_PREFIXES = ("INFERENCE_", "REDIS_URL", "CELERY_", "OMP_", "MKL_", "OPENBLAS_NUM", "RAYON_")
 
@@ -70,16 +73,23 @@ class RedisServer:
         return f"{self.scheme}://{auth}{self.host}:{self.port}/{db}"
 
 
-def start_redis(workdir: Path, password: str | None = None, tls: TlsFiles | None = None) -> RedisServer:
-    """A redis-server on a free loopback port, without persistence (each test session is fresh)."""
+def start_redis(
+    workdir: Path,
+    password: str | None = None,
+    tls: TlsFiles | None = None,
+    appendonly: bool = False,
+    port: int | None = None,
+) -> RedisServer:
+    """A redis-server on a loopback port (a free one unless given); persistence (AOF) only if asked."""
     binary = shutil.which("redis-server")
     if binary is None:
         if os.environ.get("CI"):
             pytest.fail("redis-server is not installed: .ci/run must install it (apt-get install redis-server)")
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    port = free_port()
+    port = port or free_port()
     workdir.mkdir(parents=True, exist_ok=True)
-    args = [binary, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
+    args = [binary, "--bind", "127.0.0.1", "--save", "", "--dir", str(workdir)]
+    args += ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else ["--appendonly", "no"]
     args += ["--databases", str(REDIS_DATABASES), "--logfile", str(workdir / "redis.log")]
     if password:
         args += ["--requirepass", password]
@@ -135,13 +145,34 @@ class WorkerProcess:
     """A running `celery worker` command and the producer app that talks to it."""
 
     name: str
-    process: subprocess.Popen
+    args: list[str]
+    env: dict[str, str]
     log_path: Path
     redis_url: str
     app: InferenceApp
+    process: subprocess.Popen | None = None
+
+    def launch(self, wait_ready: bool = True) -> WorkerProcess:
+        """Start (or start again) the command, appending to its log; wait for 'ready' if asked."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.args, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+        while wait_ready and " ready." not in self.log()[offset:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"worker {self.name} did not become ready:\n{self.log()[-4000:]}")
+            time.sleep(0.2)
+        return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def successes(self) -> Counter[str]:
+        """How many times each task id succeeded, from the worker's own log lines."""
+        return Counter(SUCCEEDED.findall(self.log()))
 
     def child_pids(self) -> list[int]:
         import psutil
@@ -161,6 +192,11 @@ class WorkerProcess:
             os.killpg(self.process.pid, signal.SIGKILL)  # orphans, if any
         return self.process.returncode
 
+    def kill(self) -> None:
+        """kill -9 of the worker and every child at once: a host or container dying."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
 
 @pytest.fixture(scope="session")
 def start_worker(
@@ -178,33 +214,26 @@ def start_worker(
         pool: str = "prefork",
         include: str | None = None,
         redis_url: str | None = None,
-        extra_env: dict[str, str] | None = None,
+        wait_ready: bool = True,
         **settings: object,
     ) -> WorkerProcess:
         name = f"test{next(names)}"
         url = redis_url or fresh_redis_url()
-        env = clean_env(REDIS_URL=url, **(extra_env or {}))
+        env = clean_env(REDIS_URL=url)
         env.update({f"INFERENCE_{key.upper()}": str(value) for key, value in settings.items()})
-        log_path = tmp_path_factory.mktemp("workers") / f"{name}.log"
         args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "worker", "-n", f"{name}@%h"]
         args += ["-Q", queues, "--pool", pool, "-l", "info", "--without-mingle", "--without-gossip"]
         if include:
             args += ["--include", include]
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        worker = WorkerProcess(name, process, log_path, url, producer_app(url))
+        log_path = tmp_path_factory.mktemp("workers") / f"{name}.log"
+        worker = WorkerProcess(name, args, env, log_path, url, producer_app(url))
         started.append(worker)
-        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
-        while " ready." not in worker.log():
-            if process.poll() is not None or time.monotonic() > deadline:
-                worker.stop()
-                raise RuntimeError(f"worker {name} did not become ready:\n{worker.log()[-4000:]}")
-            time.sleep(0.2)
-        return worker
+        return worker.launch(wait_ready)
 
     yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.send_signal(signal.SIGTERM)
     for worker in started:
         worker.stop()
 

@@ -23,13 +23,18 @@ def test_wire_format_is_json_only():
 
 
 def test_delivery_settings_never_lose_a_task_to_a_dead_child():
-    """Late acks, requeue on worker loss, one prefetched task per child, visibility above the limit."""
+    """Late acks, requeue on worker loss, one prefetched task per child, leases renewed well within
+    the visibility timeout and swept as often."""
     settings = Settings(max_tasks_per_child=77, max_memory_per_child_mb=512, result_expires_s=99)
     conf = create_app(settings).conf
     assert conf.task_acks_late is True
     assert conf.task_reject_on_worker_lost is True
     assert conf.worker_prefetch_multiplier == 1
-    assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit > conf.task_soft_time_limit
+    options = conf.broker_transport_options
+    assert options["visibility_timeout"] >= 3 * settings.lease_renew_interval_s
+    assert options["unacked_restore_interval"] == settings.lease_renew_interval_s
+    assert options["unacked_restore_throttle"] == 1
+    assert conf.task_time_limit > conf.task_soft_time_limit
     assert conf.worker_max_tasks_per_child == 77
     assert conf.worker_max_memory_per_child == 512 * 1024
     assert conf.result_expires == 99

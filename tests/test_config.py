@@ -66,8 +66,9 @@ def test_empty_variables_keep_defaults():
         ({"REDIS_URL": "amqp://guest@localhost//"}, "REDIS_URL must be redis://, rediss:// or unix://"),
         ({"INFERENCE_DEVICE": "cuda"}, "only 'cpu' is supported"),
         ({"INFERENCE_REDIS_TLS_CERT_REQS": "strict"}, "INFERENCE_REDIS_TLS_CERT_REQS must be one of"),
-        ({"INFERENCE_TIME_LIMIT_S": "5000"}, "TIME_LIMIT_S < VISIBILITY_TIMEOUT_S"),
-        ({"INFERENCE_SOFT_TIME_LIMIT_S": "400"}, "SOFT_TIME_LIMIT_S < TIME_LIMIT_S"),
+        ({"INFERENCE_SOFT_TIME_LIMIT_S": "400"}, "INFERENCE_SOFT_TIME_LIMIT_S (400) must be below"),
+        ({"INFERENCE_LEASE_RENEW_INTERVAL_S": "10"}, "must be at most a third of INFERENCE_VISIBILITY_TIMEOUT_S"),
+        ({"INFERENCE_MAX_REDELIVERIES": "-1"}, "INFERENCE_MAX_REDELIVERIES must be 0 or more"),
     ],
 )
 def test_bad_values_are_refused_naming_the_variable(environ, message):

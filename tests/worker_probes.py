@@ -3,16 +3,41 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import redis
 from celery import shared_task
 
+# Memory the leak probe keeps alive in its child, as a real leak would.
+_LEAKED: list[bytearray] = []
+
+
+def _attempt(app, marker_key: str) -> int:
+    """Record this attempt's pid under `marker_key`; return the attempt number (1, 2, ...)."""
+    client = redis.Redis.from_url(app.settings.redis_url)
+    return client.rpush(marker_key, os.getpid())
+
 
 @shared_task(name="tests.hold", bind=True)
-def hold(self, marker_key: str, seconds: float) -> dict:
-    """Record this attempt's pid under `marker_key`, then keep the child busy for `seconds`."""
-    client = redis.Redis.from_url(self.app.settings.redis_url)
-    attempt = client.rpush(marker_key, os.getpid())
-    time.sleep(seconds)
+def hold(self, marker_key: str, seconds: float, retry_seconds: float | None = None) -> dict:
+    """Keep the child busy for `seconds` (later attempts: `retry_seconds`, default the same)."""
+    attempt = _attempt(self.app, marker_key)
+    time.sleep(seconds if attempt == 1 or retry_seconds is None else retry_seconds)
     return {"pid": os.getpid(), "attempt": attempt}
+
+
+@shared_task(name="tests.crash", bind=True)
+def crash(self, marker_key: str) -> None:
+    """A poison task: kills its own child, as a segfault or the OOM killer would."""
+    _attempt(self.app, marker_key)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@shared_task(name="tests.leak", bind=True)
+def leak(self, megabytes: int) -> dict:
+    """Grow this child's resident memory by `megabytes` and keep it (a simulated leak)."""
+    block = bytearray(megabytes * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page so it is resident
+    _LEAKED.append(block)
+    return {"pid": os.getpid()}

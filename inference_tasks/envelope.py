@@ -1,0 +1,190 @@
+"""What a well-formed message on our queues is: Celery protocol v2, JSON, every field Celery relies on.
+
+Celery and kombu trust the bytes they pop from Redis. Observed with celery 5.7 / kombu 5.7: bytes
+that are not JSON kill the whole worker ("Unrecoverable error"), a message without headers.id
+makes the consumer reconnect forever, one without properties.delivery_tag is silently lost. Any
+program that can LPUSH (a Rails app, a typo in redis-cli) could do that, so every raw message is
+screened here first, and nothing that fails is ever decoded further, let alone executed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+ACCEPTED_CONTENT_TYPE = "application/json"
+ACCEPTED_CONTENT_ENCODING = "utf-8"
+ACCEPTED_BODY_ENCODING = "base64"
+
+
+class MalformedMessage(ValueError):
+    """A raw queue message that is not a valid JSON Celery protocol v2 task; it was dead-lettered."""
+
+
+class TooManyRedeliveries(RuntimeError):
+    """A task whose every attempt ended with its worker process gone; it was dead-lettered."""
+
+
+@dataclass(frozen=True)
+class Screening:
+    """The outcome of screening one raw message: the decoded envelope, or why it was refused."""
+
+    envelope: dict[str, Any] | None
+    problem: str | None
+    task_id: str | None = None
+    task_name: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.problem is None
+
+
+def screen(raw: bytes, max_bytes: int) -> Screening:
+    """Check a raw Redis list item against the protocol; never raises."""
+    try:
+        return _screen(raw, max_bytes)
+    except Exception as exc:  # noqa: BLE001 - a screening bug must not take the worker down either
+        return Screening(None, f"could not be screened ({type(exc).__name__}: {exc})")
+
+
+# An oversized message is still parsed for its task id (so its producer gets a FAILURE result)
+# up to this multiple of the limit; beyond it, parsing itself would be the attack.
+OVERSIZE_PARSE_FACTOR = 2
+
+
+def _screen(raw: bytes, max_bytes: int) -> Screening:
+    if len(raw) > max_bytes:
+        problem = f"message is {len(raw)} bytes, over the limit of {max_bytes} (INFERENCE_MAX_MESSAGE_BYTES)"
+        if len(raw) > max_bytes * OVERSIZE_PARSE_FACTOR:
+            return Screening(None, problem)
+        found = _screen(raw, len(raw))
+        return Screening(None, problem, found.task_id, found.task_name)
+    try:
+        envelope = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return Screening(None, "message is not UTF-8 text")
+    except ValueError as exc:
+        return Screening(None, f"message is not JSON ({exc})")
+    if not isinstance(envelope, dict):
+        return Screening(None, f"message is JSON {type(envelope).__name__}, not a Celery message envelope (object)")
+    headers = envelope.get("headers")
+    if not isinstance(headers, dict):
+        return Screening(None, "message has no headers object (Celery protocol v2 needs headers.id and headers.task)")
+    task_id = headers.get("id") if _is_text(headers.get("id")) else None
+    task_name = headers.get("task") if _is_text(headers.get("task")) else None
+
+    def refuse(problem: str) -> Screening:
+        return Screening(None, problem, task_id, task_name)
+
+    if task_id is None:
+        return refuse("headers.id must be a non-empty string (the task id)")
+    if task_name is None:
+        return refuse("headers.task must be a non-empty string (the task name)")
+    problem = _header_problem(headers) or _envelope_problem(envelope)
+    if problem:
+        return refuse(problem)
+    try:
+        body = json.loads(base64.b64decode(envelope["body"], validate=True).decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        return refuse(f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})")
+    problem = _body_problem(body)
+    if problem:
+        return refuse(problem)
+    return Screening(envelope, None, task_id, task_name)
+
+
+def _envelope_problem(envelope: dict[str, Any]) -> str | None:
+    content_type = envelope.get("content-type")
+    if content_type is None:
+        return f"content-type is missing (only {ACCEPTED_CONTENT_TYPE} is accepted)"
+    if content_type != ACCEPTED_CONTENT_TYPE:
+        return f"content-type {content_type!r} is not accepted (only {ACCEPTED_CONTENT_TYPE})"
+    encoding = envelope.get("content-encoding")
+    if not isinstance(encoding, str) or encoding.lower() != ACCEPTED_CONTENT_ENCODING:
+        return f"content-encoding must be {ACCEPTED_CONTENT_ENCODING!r}, got {encoding!r}"
+    if not isinstance(envelope.get("body"), str):
+        return "body must be a base64 string"
+    properties = envelope.get("properties")
+    if not isinstance(properties, dict):
+        return "properties object is missing"
+    if properties.get("body_encoding") != ACCEPTED_BODY_ENCODING:
+        return f"properties.body_encoding must be {ACCEPTED_BODY_ENCODING!r}, got {properties.get('body_encoding')!r}"
+    if not _is_text(properties.get("delivery_tag")):
+        return "properties.delivery_tag must be a non-empty string (unique per message)"
+    delivery_info = properties.get("delivery_info")
+    if not isinstance(delivery_info, dict):
+        return "properties.delivery_info object is missing"
+    for key in ("exchange", "routing_key"):
+        if not isinstance(delivery_info.get(key), str):
+            return f"properties.delivery_info.{key} must be a string"
+    priority = properties.get("priority", 0)
+    if priority is not None and (
+        not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 255
+    ):
+        return "properties.priority must be an integer from 0 to 255"
+    return None
+
+
+def _header_problem(headers: dict[str, Any]) -> str | None:
+    for key in ("root_id", "parent_id", "group", "shadow", "lang", "argsrepr", "kwargsrepr", "origin"):
+        if headers.get(key) is not None and not isinstance(headers[key], str):
+            return f"headers.{key} must be a string or null"
+    retries = headers.get("retries")
+    if retries is not None and not (_is_integer(retries) and retries >= 0):
+        return "headers.retries must be a non-negative integer"
+    for key in ("eta", "expires"):
+        value = headers.get(key)
+        if value is not None and not _is_iso_datetime(value):
+            return f"headers.{key} must be an ISO 8601 date-time string or null"
+    limits = headers.get("timelimit")
+    if limits is not None and not (
+        isinstance(limits, list) and len(limits) == 2 and all(_is_number_or_none(limit) for limit in limits)
+    ):
+        return "headers.timelimit must be [soft, hard] (numbers or null)"
+    if headers.get("ignore_result") is not None and not isinstance(headers["ignore_result"], bool):
+        return "headers.ignore_result must be a boolean"
+    return None
+
+
+def _body_problem(body: Any) -> str | None:
+    if not (isinstance(body, list) and len(body) == 3):
+        return "body must be the JSON array [args, kwargs, embed]"
+    args, kwargs, embed = body
+    if not isinstance(args, list):
+        return "body[0] (args) must be an array"
+    if not isinstance(kwargs, dict):
+        return "body[1] (kwargs) must be an object"
+    if embed is not None and not isinstance(embed, dict):
+        return "body[2] (embed: callbacks, errbacks, chain, chord) must be an object or null"
+    for key in ("callbacks", "errbacks", "chain"):
+        if embed and embed.get(key) is not None and not isinstance(embed[key], list):
+            return f"body[2].{key} must be an array or null"
+    if embed and embed.get("chord") is not None and not isinstance(embed["chord"], dict):
+        return "body[2].chord must be an object or null"
+    return None
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _is_iso_datetime(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,160 @@
+"""kombu's Redis transport, screening every raw message and bounding redeliveries before Celery sees it.
+
+Selected with Celery's `broker_transport` setting; the URL stays redis:// or rediss://. Refused
+messages go to a capped, expiring dead-letter list in Redis (never decoded further, never run),
+a log line names the problem, and where a task id is known its result becomes FAILURE so the
+producer's poll ends. The worker keeps consuming.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+
+from inference_tasks.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
+
+logger = logging.getLogger(__name__)
+
+DEAD_LETTER_KEY = "inference-tasks:dead-letter"
+REDELIVERY_KEY_PREFIX = "inference-tasks:redeliveries:"
+# Remote-control replies (ping, inspect) travel on lists named "<uuid>.reply.celery.pidbox";
+# they are kombu's own messages, not tasks, and are not screened.
+CONTROL_QUEUE_SUFFIX = ".pidbox"
+# Each dead-lettered message keeps at most this much of its raw bytes, so a flood of enormous
+# payloads cannot grow Redis without bound (entries x this = the list's worst case).
+DEAD_LETTER_RAW_BYTES = 64 * 1024
+
+
+class Channel(kombu_redis.Channel):
+    """A Redis channel whose reads pass through `screen` and the redelivery limit."""
+
+    # Our settings arrive through broker_transport_options like kombu's own.
+    from_transport_options = (
+        *kombu_redis.Channel.from_transport_options,
+        "max_message_bytes",
+        "max_redeliveries",
+        "dead_letter_max",
+        "dead_letter_ttl",
+        "redelivery_counter_ttl",
+    )
+    max_message_bytes = 8 * 1024 * 1024
+    max_redeliveries = 3
+    dead_letter_max = 1000
+    dead_letter_ttl = 7 * 86_400
+    redelivery_counter_ttl = 86_400
+
+    # Copied from kombu 5.7's Channel._brpop_read (pinned <5.8 in pyproject.toml); the only change
+    # is that the popped item goes through _admit instead of straight into json.loads.
+    def _brpop_read(self, **options: Any) -> bool:
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                self.client.connection.disconnect()
+                raise
+            if dest__item:
+                dest, item = dest__item
+                dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
+                self._queue_cycle.rotate(dest)
+                envelope = self._admit(item, dest)
+                if envelope is not None:
+                    self.connection._deliver(envelope, dest)
+                return True
+            raise kombu_redis.Empty()
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
+
+    # Copied from kombu 5.7's Channel._get (the synchronous path), screening likewise.
+    def _get(self, queue: str) -> dict[str, Any]:
+        with self.conn_or_acquire() as client:
+            for pri in self.priority_steps:
+                item = client.rpop(self._q_for_pri(queue, pri))
+                if item:
+                    self._maybe_update_queues_expire(client, queue)
+                    envelope = self._admit(item, queue)
+                    if envelope is None:
+                        raise kombu_redis.Empty()
+                    return envelope
+            self._maybe_update_queues_expire(client, queue)
+            raise kombu_redis.Empty()
+
+    def _admit(self, item: bytes, queue: str) -> dict[str, Any] | None:
+        """The envelope to deliver, or None after dead-lettering a refused message."""
+        if queue.endswith(CONTROL_QUEUE_SUFFIX):
+            return json.loads(bytes_to_str(item))  # kombu's own remote-control replies
+        screening = screen(item, self.max_message_bytes)
+        if not screening.accepted:
+            self._refuse(item, queue, screening, MalformedMessage(f"malformed message: {screening.problem}"))
+            return None
+        envelope = screening.envelope
+        assert envelope is not None
+        if envelope["headers"].get("redelivered") or envelope["properties"]["delivery_info"].get("redelivered"):
+            redeliveries = self._count_redelivery(screening.task_id)
+            if redeliveries > self.max_redeliveries:
+                problem = (
+                    f"redelivered {redeliveries} times without completing: its worker process died or "
+                    f"the worker stopped during every attempt; dead-lettered after "
+                    f"INFERENCE_MAX_REDELIVERIES={self.max_redeliveries}"
+                )
+                refused = Screening(None, problem, screening.task_id, screening.task_name)
+                self._refuse(item, queue, refused, TooManyRedeliveries(f"{screening.task_name}: {problem}"))
+                return None
+        return envelope
+
+    def _count_redelivery(self, task_id: str | None) -> int:
+        key = f"{REDELIVERY_KEY_PREFIX}{task_id}"
+        with self.conn_or_acquire() as client, client.pipeline() as pipe:
+            count, _ = pipe.incr(key).expire(key, self.redelivery_counter_ttl).execute()
+        return int(count)
+
+    def _refuse(self, item: bytes, queue: str, screening: Screening, error: Exception) -> None:
+        """Log, dead-letter, and fail the task's result when its id is known. Never raises."""
+        logger.error(
+            "refused a message from queue %r (task %s, id %s): %s; kept in Redis list %r",
+            queue,
+            screening.task_name,
+            screening.task_id,
+            screening.problem,
+            DEAD_LETTER_KEY,
+        )
+        record = {
+            "reason": screening.problem,
+            "queue": queue,
+            "task_id": screening.task_id,
+            "task": screening.task_name,
+            "refused_at": time.time(),
+            "size": len(item),
+            "raw": item[:DEAD_LETTER_RAW_BYTES].decode("utf-8", errors="replace"),
+        }
+        try:
+            with self.conn_or_acquire() as client, client.pipeline() as pipe:
+                pipe.lpush(DEAD_LETTER_KEY, json.dumps(record))
+                pipe.ltrim(DEAD_LETTER_KEY, 0, self.dead_letter_max - 1)
+                pipe.expire(DEAD_LETTER_KEY, self.dead_letter_ttl)
+                pipe.execute()
+        except Exception:
+            logger.exception("could not dead-letter the refused message")
+        if screening.task_id:
+            _fail_result(screening.task_id, error)
+
+
+def _fail_result(task_id: str, error: Exception) -> None:
+    """Store FAILURE for `task_id` through the worker's own result backend."""
+    from celery import current_app
+
+    try:
+        current_app.backend.mark_as_failure(task_id, error)
+    except Exception:
+        logger.exception("could not store the FAILURE result of refused task %s", task_id)
+
+
+class Transport(kombu_redis.Transport):
+    """kombu's Redis transport with the screening channel."""
+
+    Channel = Channel

@@ -1,0 +1,335 @@
+"""Fault injection through real workers and Redis: each case runs real tasks while a fault hits, then
+counts: every valid task has one SUCCESS, none is lost, the worker still serves, the trace is there.
+
+Figures each case measures are printed (run with -s) and recorded in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import random
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from celery.exceptions import TimeoutError
+from conftest import RedisServer, producer_app, redis_client, start_redis
+from protocol import encode, task_message
+
+from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
+from inference_tasks.transport import DEAD_LETTER_KEY
+
+pytestmark = pytest.mark.slow
+RESULT_TIMEOUT_S = 120
+PROBES = "tests.worker_probes"
+BATCH = [f"Support ticket {i}: the export to PDF fails after the last update." for i in range(16)]
+
+
+def report(case: str, **figures: object) -> None:
+    print(f"\n[fault] {case}: " + ", ".join(f"{key}={value}" for key, value in figures.items()))
+
+
+def wait_all(results, timeout: float = RESULT_TIMEOUT_S) -> dict[str, int]:
+    """Wait for every result; count terminal states."""
+    deadline = time.monotonic() + timeout
+    states: dict[str, int] = {}
+    for result in results:
+        with contextlib.suppress(TimeoutError):  # a timeout counts as the state the task is left in
+            result.get(timeout=max(1.0, deadline - time.monotonic()), propagate=False)
+        states[result.state] = states.get(result.state, 0) + 1
+    return states
+
+
+def eventually(condition, timeout: float = 10.0) -> bool:
+    """Poll `condition` (acks land a moment after results do)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def assert_exactly_once(results, *workers) -> int:
+    """Every result is SUCCESS; returns how many task ids the workers' logs show succeeding twice."""
+    assert {r.state for r in results} == {"SUCCESS"}
+    successes = sum((w.successes() for w in workers), start=Counter())
+    ids = [r.id for r in results]
+    assert all(successes[i] >= 1 for i in ids)
+    return sum(1 for i in ids if successes[i] > 1)
+
+
+def mutate(change) -> dict:
+    message = task_message(EMBED_TASK, [["a malformed neighbour"]])
+    change(message)
+    return message
+
+
+def b64(value: object) -> str:
+    return base64.b64encode(json.dumps(value).encode()).decode()
+
+
+def _drop(path: str):
+    def change(message: dict) -> None:
+        *parents, last = path.split(".")
+        target = message
+        for key in parents:
+            target = target[key]
+        del target[last]
+
+    return change
+
+
+def _set(path: str, value: object):
+    def change(message: dict) -> None:
+        *parents, last = path.split(".")
+        target = message
+        for key in parents:
+            target = target[key]
+        target[last] = value
+
+    return change
+
+
+MAX_MESSAGE_BYTES = 200_000
+# name -> (raw message, a phrase the refusal must contain)
+MALFORMED = {
+    "not-json": (b"\x00 definitely not json", "not JSON"),
+    "not-utf8": (b"\xff\xfe\xfd", "not UTF-8"),
+    "json-array": (b"[1, 2, 3]", "not a Celery message envelope"),
+    "json-number": (b"42", "not a Celery message envelope"),
+    "no-content-type": (mutate(_drop("content-type")), "content-type is missing"),
+    "pickle": (mutate(_set("content-type", "application/x-python-serialize")), "is not accepted"),
+    "yaml": (mutate(_set("content-type", "application/x-yaml")), "'application/x-yaml' is not accepted"),
+    "no-headers": (mutate(_drop("headers")), "no headers object"),
+    "no-id": (mutate(_drop("headers.id")), "headers.id must be"),
+    "no-task-name": (mutate(_drop("headers.task")), "headers.task must be"),
+    "no-delivery-tag": (mutate(_drop("properties.delivery_tag")), "delivery_tag must be"),
+    "no-delivery-info": (mutate(_drop("properties.delivery_info")), "delivery_info object is missing"),
+    "no-exchange": (mutate(_drop("properties.delivery_info.exchange")), "delivery_info.exchange"),
+    "no-routing-key": (mutate(_drop("properties.delivery_info.routing_key")), "delivery_info.routing_key"),
+    "bad-base64": (mutate(_set("body", "%%% not base64 %%%")), "body is not base64"),
+    "body-object": (mutate(_set("body", b64({"texts": ["a"]}))), "body must be the JSON array"),
+    "args-object": (mutate(_set("body", b64([{"texts": ["a"]}, {}, {}]))), "body[0] (args) must be an array"),
+    "bad-eta": (mutate(_set("headers.eta", "tomorrow")), "headers.eta must be"),
+    "enormous": (task_message(EMBED_TASK, [["x" * MAX_MESSAGE_BYTES]]), "over the limit of 200000"),
+}
+
+
+@pytest.fixture(scope="module")
+def fault_worker(start_worker):
+    return start_worker(concurrency=2, include=PROBES, max_redeliveries=2, max_message_bytes=MAX_MESSAGE_BYTES)
+
+
+def test_malformed_messages_are_dead_lettered_and_valid_neighbours_complete(fault_worker):
+    """Every malformed raw message is refused with a named reason, dead-lettered, FAILURE where its id is
+    known; 40 valid raw messages pushed around them all succeed; the worker keeps consuming."""
+    redis = redis_client(fault_worker.redis_url)
+    valid, malformed_ids = [], {}
+    for name, (message, _) in MALFORMED.items():
+        for _ in range(2):
+            good = task_message(EMBED_TASK, [[f"valid neighbour of {name}"]])
+            valid.append(good["headers"]["id"])
+            redis.lpush("inference", encode(good))
+        redis.lpush("inference", encode(message))
+        if isinstance(message, dict) and isinstance(message.get("headers"), dict) and message["headers"].get("id"):
+            malformed_ids[name] = message["headers"]["id"]
+    unknown = task_message("inference.no_such_task", [["x"]])
+    wrong_shape = task_message(EMBED_TASK, [42])
+    for message in (unknown, wrong_shape):
+        redis.lpush("inference", encode(message))
+
+    results = [fault_worker.app.AsyncResult(task_id) for task_id in valid]
+    states = wait_all(results)
+    assert states == {"SUCCESS": len(valid)}
+    for name, task_id in malformed_ids.items():
+        failed = fault_worker.app.AsyncResult(task_id)
+        failed.get(timeout=RESULT_TIMEOUT_S, propagate=False)
+        assert failed.state == "FAILURE", name
+        assert MALFORMED[name][1] in str(failed.result), (name, failed.result)
+    for message, phrase in ((unknown, "never registered"), (wrong_shape, "texts must be a list of strings")):
+        failed = fault_worker.app.AsyncResult(message["headers"]["id"])
+        failed.get(timeout=RESULT_TIMEOUT_S, propagate=False)
+        assert failed.state == "FAILURE"
+        assert phrase in repr(failed.result)
+
+    dead = [json.loads(entry) for entry in redis.lrange(DEAD_LETTER_KEY, 0, -1)]
+    for name, (_, phrase) in MALFORMED.items():
+        assert any(phrase in entry["reason"] for entry in dead), f"{name} not dead-lettered"
+    assert 0 < redis.ttl(DEAD_LETTER_KEY) <= 7 * 86_400
+    log = fault_worker.log()
+    assert log.count("refused a message from queue 'inference'") >= len(MALFORMED)
+    assert "Unrecoverable error" not in log
+    assert redis.llen("inference") == 0
+    assert eventually(lambda: redis.hlen("unacked") == 0), "a message was left unacknowledged"
+    assert fault_worker.process.poll() is None
+    report("malformed producers", malformed=len(MALFORMED), valid_sent=len(valid), completed=states["SUCCESS"], lost=0)
+
+
+def test_a_poison_task_is_retried_a_bounded_number_of_times_then_failed(fault_worker):
+    """A task that kills its child every time runs max_redeliveries + 1 times, then is FAILURE with the
+    reason and dead-lettered; 50 valid tasks sent alongside all succeed."""
+    marker = f"attempts:{uuid.uuid4()}"
+    redis = redis_client(fault_worker.redis_url)
+    poison = fault_worker.app.send_task("tests.crash", args=[marker])
+    valid = [fault_worker.app.send_task(EMBED_TASK, args=[BATCH[:4]]) for _ in range(50)]
+    with pytest.raises(Exception, match="redelivered 3 times without completing"):
+        poison.get(timeout=RESULT_TIMEOUT_S)
+    assert redis.llen(marker) == 3
+    states = wait_all(valid)
+    assert states == {"SUCCESS": 50}
+    dead = [json.loads(entry) for entry in redis.lrange(DEAD_LETTER_KEY, 0, -1)]
+    assert any(entry["task_id"] == poison.id and "redelivered" in entry["reason"] for entry in dead)
+    assert fault_worker.process.poll() is None
+    report("poison task", attempts=redis.llen(marker), valid_sent=50, completed=states["SUCCESS"], lost=0)
+
+
+def test_children_killed_mid_task_under_load_lose_nothing(fault_worker):
+    """200 tasks; three times during the run a busy child is killed with SIGKILL; every task succeeds."""
+    results = [fault_worker.app.send_task(EMBED_TASK, args=[BATCH]) for _ in range(200)]
+    killed = 0
+    for _ in range(3):
+        time.sleep(1.0)
+        children = fault_worker.child_pids()
+        if children:
+            subprocess.run(["kill", "-9", str(random.choice(children))], check=False)
+            killed += 1
+    states = wait_all(results)
+    assert states == {"SUCCESS": 200}
+    duplicated = assert_exactly_once(results, fault_worker)
+    report("child kill -9 under load", sent=200, children_killed=killed, completed=200, lost=0, duplicated=duplicated)
+
+
+def test_leases_keep_long_tasks_and_a_dead_workers_tasks_come_back_fast(start_worker):
+    """A 30 s task outlives the 20 s visibility timeout without a second delivery (its lease is renewed);
+    then kill -9 of a whole worker holding a task: another worker runs it within timeout + sweep."""
+    first = start_worker(concurrency=1, include=PROBES)
+    second = start_worker(concurrency=1, include=PROBES, redis_url=first.redis_url)
+    redis = redis_client(first.redis_url)
+
+    long_marker = f"attempts:{uuid.uuid4()}"
+    long_task = first.app.send_task("tests.hold", args=[long_marker, 30.0])
+    assert long_task.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
+    assert redis.llen(long_marker) == 1
+
+    marker = f"attempts:{uuid.uuid4()}"
+    held = first.app.send_task("tests.hold", args=[marker, 600.0, 0.0])
+    deadline = time.monotonic() + RESULT_TIMEOUT_S
+    while redis.llen(marker) == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    holder_pid = int(redis.lindex(marker, 0))
+    holder = first if holder_pid in first.child_pids() else second
+    survivor = second if holder is first else first
+    killed_at = time.monotonic()
+    holder.kill()
+    while redis.llen(marker) < 2:
+        assert time.monotonic() - killed_at < 60, "the dead worker's task never came back"
+        time.sleep(0.1)
+    recovery_s = time.monotonic() - killed_at
+    outcome = held.get(timeout=RESULT_TIMEOUT_S)
+    assert outcome["attempt"] == 2 and outcome["pid"] in survivor.child_pids()
+    # visibility timeout (20 s) + one sweep interval (5 s) + scheduling slack
+    assert recovery_s <= 30, recovery_s
+    report("whole-worker kill -9", long_task_attempts=1, redelivered_after_s=round(recovery_s, 1), lost=0)
+
+
+@pytest.fixture
+def aof_redis(tmp_path) -> RedisServer:
+    server = start_redis(tmp_path / "aof", appendonly=True)
+    yield server
+    if server.process.poll() is None:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+
+
+def test_redis_restart_under_load_loses_nothing(start_worker, aof_redis, tmp_path):
+    """Redis (AOF on) is shut down and started again while 200 tasks are queued and running: the worker
+    reconnects by itself and every task succeeds."""
+    worker = start_worker(concurrency=2, redis_url=aof_redis.url(0))
+    results = [worker.app.send_task(EMBED_TASK, args=[BATCH]) for _ in range(200)]
+    time.sleep(2.0)
+    subprocess.run(["redis-cli", "-p", str(aof_redis.port), "shutdown"], check=False, capture_output=True)
+    aof_redis.process.wait(timeout=20)
+    down_at = time.monotonic()
+    time.sleep(3.0)
+    restarted = start_redis(tmp_path / "aof", appendonly=True, port=aof_redis.port)
+    aof_redis.process = restarted.process
+    states = wait_all(results, timeout=180)
+    assert states == {"SUCCESS": 200}, states
+    duplicated = assert_exactly_once(results, worker)
+    assert worker.process.poll() is None
+    assert worker.app.send_task(EMBED_TASK, args=[["after the restart"]]).get(timeout=60)["dim"] == 384
+    report("redis restart", sent=200, completed=200, lost=0, duplicated=duplicated,
+           recovered_after_s=round(time.monotonic() - down_at, 1))  # fmt: skip
+
+
+def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worker):
+    """Two workers restarted one at a time (TERM, wait, start) while a producer sends 300 tasks at a steady
+    rate: all succeed, none twice; a task running when TERM arrives finishes on the old worker."""
+    first = start_worker(concurrency=2, include=PROBES)
+    second = start_worker(concurrency=2, include=PROBES, redis_url=first.redis_url)
+    redis = redis_client(first.redis_url)
+    results, sending = [], threading.Event()
+
+    def produce() -> None:
+        app = producer_app(first.redis_url)  # its own connections: apps are not shared across threads
+        for _ in range(300):
+            results.append(app.send_task(EMBED_TASK, args=[BATCH]))
+            time.sleep(0.08)
+        sending.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    marker = f"attempts:{uuid.uuid4()}"
+    running = first.app.send_task("tests.hold", args=[marker, 4.0])
+    while redis.llen(marker) == 0:
+        time.sleep(0.05)
+    holder = first if int(redis.lindex(marker, 0)) in first.child_pids() else second
+    other = second if holder is first else first
+    for worker in (holder, other):
+        assert worker.stop() == 0
+        worker.launch()
+    producer.join()
+    states = wait_all(results)
+    assert states == {"SUCCESS": 300}, states
+    assert running.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
+    duplicated = assert_exactly_once(results, first, second)
+    assert duplicated == 0
+    report("rolling restart", sent=300, completed=300, lost=0, duplicated=duplicated, running_task_attempts=1)
+
+
+def test_a_memory_limit_below_the_loaded_footprint_refuses_to_start(start_worker):
+    """INFERENCE_MAX_MEMORY_PER_CHILD_MB below what a loaded child uses stops the worker with the reason,
+    instead of recycling every child after each task forever."""
+    worker = start_worker(concurrency=1, max_memory_per_child_mb=100, wait_ready=False)
+    worker.process.wait(timeout=RESULT_TIMEOUT_S)
+    log = worker.log()
+    assert "INFERENCE_MAX_MEMORY_PER_CHILD_MB=100 is below the" in log
+    assert "Stopping the worker" in log
+
+
+def test_a_leaking_child_is_recycled_by_the_memory_limit_and_nothing_is_lost(start_worker):
+    """A task that leaks 600 MB pushes its child over INFERENCE_MAX_MEMORY_PER_CHILD_MB=1000: the child is
+    replaced after that task, and the 20 tasks queued behind it all succeed."""
+    worker = start_worker(concurrency=1, include=PROBES, max_memory_per_child_mb=1000)
+    leaked_in = worker.app.send_task("tests.leak", args=[600]).get(timeout=RESULT_TIMEOUT_S)["pid"]
+    results = [worker.app.send_task(EMBED_TASK, args=[BATCH[:4]]) for _ in range(20)]
+    assert wait_all(results) == {"SUCCESS": 20}
+    after = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert after["pid"] != leaked_in
+    assert after["rss_bytes"] < 1000 * 1024 * 1024
+    report("memory leak recycle", leaked_mb=600, sent=20, completed=20, lost=0)
+
+
+def test_results_expire(inference_worker):
+    """Result keys carry a TTL no longer than INFERENCE_RESULT_EXPIRES_S (1 day by default)."""
+    result = inference_worker.app.send_task(EMBED_TASK, args=[["expires"]])
+    result.get(timeout=RESULT_TIMEOUT_S)
+    ttl = redis_client(inference_worker.redis_url).ttl(f"celery-task-meta-{result.id}")
+    assert 86_000 < ttl <= 86_400
