@@ -11,6 +11,7 @@ from kombu import Exchange, Queue
 
 from inference_tasks.config import Settings, load_settings
 from inference_tasks.leases import LeaseRenewal
+from inference_tasks.monitoring import guard_flower
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
     PRIORITY_SEPARATOR,
@@ -107,6 +108,7 @@ class InferenceApp(Celery):
         # A callable default is evaluated on first use of app.conf, not at import time.
         self.add_defaults(lambda: celery_conf(self.settings))
         self.steps["consumer"].add(LeaseRenewal)
+        guard_flower(self)
 
     @property
     def settings(self) -> Settings:

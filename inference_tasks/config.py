@@ -61,7 +61,8 @@ def available_cores() -> int:
 class Settings:
     """Everything a producer, worker or tool needs to know, read once from the environment."""
 
-    redis_url: str = DEFAULT_REDIS_URL
+    # repr=False: the URL may carry a password; use redacted_redis_url in anything shown.
+    redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
     redis_tls_ca_file: str | None = None
     redis_tls_cert_reqs: str = "required"
     model: str = DEFAULT_MODEL
@@ -85,6 +86,9 @@ class Settings:
     max_redeliveries: int = DEFAULT_MAX_REDELIVERIES
     dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX
     dead_letter_ttl_s: int = DEFAULT_DEAD_LETTER_TTL_S
+    flower_basic_auth: str | None = field(default=None, repr=False)
+    # Where Sidekiq reply jobs go; unset means the broker's REDIS_URL.
+    sidekiq_redis_url: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         scheme = urlsplit(self.redis_url).scheme
@@ -113,6 +117,8 @@ class Settings:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+        if self.flower_basic_auth is not None and ":" not in self.flower_basic_auth:
+            raise ConfigError(f"{ENV_PREFIX}FLOWER_BASIC_AUTH must be user:password")
         if self.max_redeliveries < 0:
             raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
         if not self.soft_time_limit_s < self.time_limit_s:
@@ -176,6 +182,8 @@ _ENV_FIELDS: dict[str, type] = {
     "max_redeliveries": int,
     "dead_letter_max": int,
     "dead_letter_ttl_s": int,
+    "flower_basic_auth": str,
+    "sidekiq_redis_url": str,
 }
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from inference_tasks.replies import SIDEKIQ_REPLY_HEADER, reply_spec_problem
+
 ACCEPTED_CONTENT_TYPE = "application/json"
 ACCEPTED_CONTENT_ENCODING = "utf-8"
 ACCEPTED_BODY_ENCODING = "base64"
@@ -147,6 +149,8 @@ def _header_problem(headers: dict[str, Any]) -> str | None:
         return "headers.timelimit must be [soft, hard] (numbers or null)"
     if headers.get("ignore_result") is not None and not isinstance(headers["ignore_result"], bool):
         return "headers.ignore_result must be a boolean"
+    if headers.get(SIDEKIQ_REPLY_HEADER) is not None:
+        return reply_spec_problem(headers[SIDEKIQ_REPLY_HEADER])
     return None
 
 

@@ -78,6 +78,7 @@ class ModelHolder:
     profile: str | None = None
     threads: int | None = None
     import_seconds: float | None = None
+    main_pid: int | None = None
     embedder: Embedder | None = None
     error: str | None = None
     load_seconds: float | None = None

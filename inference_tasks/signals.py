@@ -11,9 +11,16 @@ from typing import Any
 
 from celery import current_app
 from celery.concurrency import get_implementation
-from celery.signals import task_postrun, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    task_failure,
+    task_postrun,
+    task_success,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+)
 
-from inference_tasks import threads
+from inference_tasks import replies, threads
 from inference_tasks.models import HOLDER
 
 logger = logging.getLogger(__name__)
@@ -52,6 +59,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     import torch  # noqa: F401
 
     HOLDER.import_seconds = time.perf_counter() - started
+    HOLDER.main_pid = os.getpid()
 
 
 @worker_ready.connect
@@ -99,6 +107,30 @@ def refuse_memory_limit_below_footprint(limit_mb: int) -> None:
         peak_mb * 1.5,
     )
     os.kill(os.getppid(), signal.SIGTERM)
+
+
+@worker_process_init.connect
+def ignore_term_in_children(**_: Any) -> None:
+    """Prefork children ignore SIGTERM, so TERM to the whole process group is still a warm shutdown.
+
+    systemd (KillMode=control-group), honcho and `kill -TERM -<pgid>` signal every process of the
+    worker at once; Celery resets children to die on TERM, killing their running task. The parent
+    stops idle children itself; hard time limits and cold shutdown escalate to SIGKILL.
+    """
+    if HOLDER.profile == PROFILE_INFERENCE and HOLDER.main_pid not in (None, os.getpid()):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@task_success.connect
+def reply_on_success(sender: Any = None, result: Any = None, **_: Any) -> None:
+    """Push the Sidekiq reply a message asked for (replies.py) after its task succeeded."""
+    replies.reply(sender.request, sender.app.settings, "SUCCESS", result=result)
+
+
+@task_failure.connect
+def reply_on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
+    """Push the Sidekiq reply a message asked for after its task failed."""
+    replies.reply(sender.request, sender.app.settings, "FAILURE", error=exception)
 
 
 @task_postrun.connect

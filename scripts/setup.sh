@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what inference_tasks needs on a fresh Debian machine; safe to run again.
-#   - redis-server and openssl from Debian (sudo if not root)
+#   - redis-server, openssl, and Ruby with the redis and sidekiq gems (for the Rails client and its
+#     tests) from Debian (sudo if not root)
 #   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
 #     constraints.txt so no later install swaps in a multi-GB CUDA build) and this package.
 set -euo pipefail
@@ -11,6 +12,9 @@ PYTHON=${PYTHON:-python3}
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v openssl >/dev/null || missing+=(openssl)
+command -v ruby >/dev/null || missing+=(ruby)
+ruby -e 'require "redis"' 2>/dev/null || missing+=(ruby-redis)
+command -v sidekiq >/dev/null || missing+=(ruby-sidekiq)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo=""

@@ -246,3 +246,30 @@ def inference_worker(start_worker: Callable[..., WorkerProcess]) -> WorkerProces
 
 def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url)
+
+
+@contextlib.contextmanager
+def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`celery -A inference_tasks flower <flower_args> --port=<free>`, yielded once /healthcheck answers."""
+    import urllib.request
+
+    port = free_port()
+    args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "flower", *flower_args, f"--port={port}"]
+    flower = subprocess.Popen(
+        args, cwd=REPO_ROOT, env=clean_env(REDIS_URL=redis_url, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
+                    break
+            except OSError:
+                if flower.poll() is not None:
+                    raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}") from None
+                assert time.monotonic() < deadline, "flower did not answer"
+                time.sleep(0.3)
+        yield flower, port
+    finally:
+        flower.terminate()
+        flower.wait(timeout=20)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import random
+import signal
 import subprocess
 import threading
 import time
@@ -302,6 +304,21 @@ def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worke
     duplicated = assert_exactly_once(results, first, second)
     assert duplicated == 0
     report("rolling restart", sent=300, completed=300, lost=0, duplicated=duplicated, running_task_attempts=1)
+
+
+def test_term_to_the_whole_process_group_is_still_a_warm_shutdown(start_worker):
+    """SIGTERM to every process of the worker at once (systemd's default KillMode, honcho): the running
+    task still finishes on its first attempt and the worker exits cleanly."""
+    worker = start_worker(concurrency=2, include=PROBES)
+    redis = redis_client(worker.redis_url)
+    marker = f"attempts:{uuid.uuid4()}"
+    running = worker.app.send_task("tests.hold", args=[marker, 4.0])
+    while redis.llen(marker) == 0:
+        time.sleep(0.05)
+    os.killpg(worker.process.pid, signal.SIGTERM)
+    assert worker.process.wait(timeout=60) == 0
+    assert running.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
+    assert "WorkerLostError" not in worker.log()
 
 
 def test_a_memory_limit_below_the_loaded_footprint_refuses_to_start(start_worker):

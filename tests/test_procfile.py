@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
-from conftest import REPO_ROOT, clean_env, free_port
-
-VENV_BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
+from conftest import REPO_ROOT, running_flower
 
 
 def procfile() -> dict[str, list[str]]:
@@ -30,32 +25,9 @@ def test_procfile_starts_the_whole_stack_with_the_two_profiles():
 
 
 def test_procfile_flower_runs_against_the_configured_redis_without_torch(redis_server):
-    """The flower line starts, answers /healthcheck, and never maps libtorch into its process."""
+    """The flower line's options start Flower, which answers /healthcheck and never maps libtorch."""
     command = procfile()["flower"]
-    port = free_port()
-    command = [arg if not arg.startswith("--port=") else f"--port={port}" for arg in command]
-    command[0] = str(VENV_BIN / "celery") if (VENV_BIN / "celery").exists() else command[0]
-    flower = subprocess.Popen(
-        command,
-        cwd=REPO_ROOT,
-        env=clean_env(REDIS_URL=redis_server.url(0)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2) as reply:
-                    body = reply.read().decode()
-                break
-            except OSError:
-                assert flower.poll() is None, "flower exited"
-                assert time.monotonic() < deadline, "flower did not answer"
-                time.sleep(0.3)
-        assert body == "OK"
-        maps = Path(f"/proc/{flower.pid}/maps").read_text()
-        assert "libtorch" not in maps
-    finally:
-        flower.terminate()
-        flower.wait(timeout=20)
+    assert command[:4] == ["celery", "-A", "inference_tasks", "flower"]
+    options = [arg for arg in command[4:] if not arg.startswith("--port=")]
+    with running_flower(options, redis_server.url(0)) as (flower, _):
+        assert "libtorch" not in Path(f"/proc/{flower.pid}/maps").read_text()

@@ -1,0 +1,98 @@
+"""Deliver a finished task's outcome to the producer's own job system: a job in Sidekiq's Redis format.
+
+A producer asks for it with the message header `sidekiq_reply: {"class": "EmbeddingReadyJob",
+"queue": "default", "context": {...}}`. After the task succeeds or fails, the worker pushes one
+Sidekiq job whose single argument is the outcome (see docs/wire-protocol.md), exactly as
+Sidekiq's own client does: SADD queues <queue>; LPUSH queue:<queue> <job JSON>.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import secrets
+import time
+from typing import Any
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+SIDEKIQ_REPLY_HEADER = "sidekiq_reply"
+DEFAULT_SIDEKIQ_QUEUE = "default"
+_RUBY_CLASS = re.compile(r"^[A-Z][A-Za-z0-9_]*(::[A-Z][A-Za-z0-9_]*)*$")
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+def reply_spec_problem(spec: Any) -> str | None:
+    """Why a sidekiq_reply header cannot be honoured, or None if it can."""
+    if not isinstance(spec, dict):
+        return f"headers.{SIDEKIQ_REPLY_HEADER} must be an object"
+    if not isinstance(spec.get("class"), str) or not _RUBY_CLASS.match(spec["class"]):
+        return f"headers.{SIDEKIQ_REPLY_HEADER}.class must be a Ruby class name such as 'EmbeddingReadyJob'"
+    queue = spec.get("queue", DEFAULT_SIDEKIQ_QUEUE)
+    if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
+        return f"headers.{SIDEKIQ_REPLY_HEADER}.queue must be a Sidekiq queue name"
+    unknown = set(spec) - {"class", "queue", "context"}
+    if unknown:
+        return f"headers.{SIDEKIQ_REPLY_HEADER} has unknown keys {sorted(unknown)}"
+    return None
+
+
+def outcome(task_id: str, task: str, state: str, result: Any = None, error: BaseException | None = None,
+            context: Any = None) -> dict[str, Any]:  # fmt: skip
+    """The one argument of the reply job: what happened to the task."""
+    return {
+        "task_id": task_id,
+        "task": task,
+        "state": state,
+        "result": result,
+        "error": None if error is None else {"type": type(error).__name__, "message": str(error)},
+        "context": context,
+    }
+
+
+def sidekiq_job(spec: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A job hash as Sidekiq's client writes it (class, queue, args, jid, timestamps, retry)."""
+    now = time.time()
+    return {
+        "class": spec["class"],
+        "queue": spec.get("queue", DEFAULT_SIDEKIQ_QUEUE),
+        "args": [payload],
+        "retry": True,
+        "jid": secrets.token_hex(12),
+        "created_at": now,
+        "enqueued_at": now,
+    }
+
+
+def push_sidekiq_job(client: redis.Redis, job: dict[str, Any]) -> None:
+    """Enqueue `job` for Sidekiq in one MULTI, like Sidekiq::Client#push."""
+    with client.pipeline(transaction=True) as pipe:
+        pipe.sadd("queues", job["queue"])
+        pipe.lpush(f"queue:{job['queue']}", json.dumps(job))
+        pipe.execute()
+
+
+@functools.cache
+def sidekiq_redis(url: str, ca_file: str | None) -> redis.Redis:
+    """One client per process and URL (created in the child that uses it, never across a fork)."""
+    options = {"ssl_ca_certs": ca_file} if url.startswith("rediss://") and ca_file else {}
+    return redis.Redis.from_url(url, **options)
+
+
+def reply(request: Any, settings: Any, state: str, result: Any = None, error: BaseException | None = None) -> None:
+    """Push the reply job a task's message asked for, if any. Never raises: the result is already stored."""
+    spec = getattr(request, SIDEKIQ_REPLY_HEADER, None)
+    if spec is None:
+        return
+    try:
+        payload = outcome(request.id, request.task, state, result, error, spec.get("context"))
+        job = sidekiq_job(spec, payload)
+        push_sidekiq_job(
+            sidekiq_redis(settings.sidekiq_redis_url or settings.redis_url, settings.redis_tls_ca_file), job
+        )
+    except Exception:
+        logger.exception("could not push the Sidekiq reply for task %s", getattr(request, "id", "?"))

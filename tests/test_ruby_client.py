@@ -1,0 +1,107 @@
+"""Ruby -> Redis -> Python prefork worker -> Ruby (and Sidekiq): the Rails path, with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT, clean_env, redis_client
+
+pytestmark = pytest.mark.slow
+RUBY_DIR = REPO_ROOT / "tests" / "ruby"
+
+
+def need(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        message = f"{program} is not installed (apt-get install ruby ruby-redis ruby-sidekiq)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def ruby(script: str, redis_url: str) -> dict:
+    """Run a Ruby script against `redis_url`; it prints one JSON object."""
+    out = subprocess.run(
+        [need("ruby"), str(RUBY_DIR / script)],
+        env=clean_env(REDIS_URL=redis_url),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def ruby_worker(start_worker):
+    return start_worker(concurrency=2)
+
+
+def test_ruby_client_round_trip_through_a_real_worker(ruby_worker):
+    """Ruby enqueues embed and classify (one at priority 3), reads the results, and gets the worker's
+    validation error as an InferenceTasks::TaskFailed carrying the remote message."""
+    report = ruby("client_roundtrip.rb", ruby_worker.redis_url)
+    assert report["embed"]["model"] == "all-MiniLM-L6-v2"
+    assert (report["embed"]["dim"], report["embed"]["count"], len(report["embed"]["first"])) == (384, 3, 384)
+    assert abs(np.linalg.norm(report["embed"]["first"]) - 1.0) < 1e-4
+    assert report["classify"] == ["sports", "cooking"]
+    assert report["priority_result_dim"] == 384
+    failure = report["failure"]
+    assert failure["class"] == "InferenceTasks::TaskFailed"
+    assert failure["remote_type"] == "InvalidInput"
+    assert "texts[0] must be a string, got a number (42)" in failure["message"]
+    assert ruby_worker.app.AsyncResult(failure["task_id"]).state == "FAILURE"
+    assert "did not finish within 0.3 s" in report["timeout"]
+
+
+def test_results_come_back_to_rails_as_sidekiq_jobs(ruby_worker, tmp_path):
+    """reply_to sidekiq: after success and after failure the worker pushes a job that a real Sidekiq
+    process runs; the embedding arrives intact (equal to the stored result) with the caller's context."""
+    redis = redis_client(ruby_worker.redis_url)
+    sidekiq_log = tmp_path / "sidekiq.log"
+    with open(sidekiq_log, "wb") as log:
+        sidekiq = subprocess.Popen(
+            [need("sidekiq"), "-r", str(RUBY_DIR / "reply_job.rb"), "-q", "replies", "-c", "2"],
+            env=clean_env(REDIS_URL=ruby_worker.redis_url),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        ids = ruby("enqueue_with_reply.rb", ruby_worker.redis_url)
+        replies = {}
+        deadline = time.monotonic() + 120
+        while len(replies) < 2:
+            assert sidekiq.poll() is None, sidekiq_log.read_text()
+            assert time.monotonic() < deadline, sidekiq_log.read_text()
+            for name, task_id in ids.items():
+                raw = redis.get(f"test:sidekiq-reply:{task_id}")
+                if raw:
+                    replies[name] = json.loads(raw)
+            time.sleep(0.2)
+    finally:
+        sidekiq.terminate()
+        sidekiq.wait(timeout=30)
+    good, bad = replies["good"], replies["bad"]
+    stored = ruby_worker.app.AsyncResult(ids["good"]).get(timeout=30)
+    assert good["state"] == "SUCCESS" and good["task"] == "inference.embed" and good["error"] is None
+    assert good["result"] == stored
+    assert len(good["result"]["embeddings"][0]) == 384
+    assert good["context"] == {"record_id": 42}
+    assert bad["state"] == "FAILURE" and bad["result"] is None
+    assert bad["error"]["type"] == "InvalidInput"
+    assert "texts must be a list of strings, got a string" in bad["error"]["message"]
+
+
+def test_malformed_messages_from_a_ruby_producer_do_not_stop_the_worker(ruby_worker):
+    """Raw garbage pushed by Ruby between valid client calls: every valid task completes."""
+    report = ruby("push_malformed.rb", ruby_worker.redis_url)
+    assert report["dims"] == [384] * 8
+    assert ruby_worker.process.poll() is None
+    assert "refused a message" in ruby_worker.log()
