@@ -20,7 +20,7 @@ from inference_tasks.routing import (
 )
 
 APP_NAME = "inference_tasks"
-TASK_MODULES = ["inference_tasks.tasks"]
+TASK_MODULES = ["inference_tasks.tasks", "inference_tasks.training"]
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
 

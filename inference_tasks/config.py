@@ -45,6 +45,13 @@ DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_REDELIVERIES = 3
 DEFAULT_DEAD_LETTER_MAX = 1000
 DEFAULT_DEAD_LETTER_TTL_S = 7 * 86_400
+# Training and bulk jobs (queue "training"): texts per training call, the fewest examples a
+# label needs (some go to the held-out split), texts per embed-corpus job, and how long its
+# result pages stay in Redis.
+DEFAULT_MAX_TRAIN_TEXTS = 20_000
+DEFAULT_MIN_EXAMPLES_PER_LABEL = 4
+DEFAULT_MAX_CORPUS_TEXTS = 200_000
+DEFAULT_CORPUS_EXPIRES_S = 86_400
 TLS_CERT_REQS = ("required", "optional", "none")
 
 
@@ -86,6 +93,10 @@ class Settings:
     max_redeliveries: int = DEFAULT_MAX_REDELIVERIES
     dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX
     dead_letter_ttl_s: int = DEFAULT_DEAD_LETTER_TTL_S
+    max_train_texts: int = DEFAULT_MAX_TRAIN_TEXTS
+    min_examples_per_label: int = DEFAULT_MIN_EXAMPLES_PER_LABEL
+    max_corpus_texts: int = DEFAULT_MAX_CORPUS_TEXTS
+    corpus_expires_s: int = DEFAULT_CORPUS_EXPIRES_S
     flower_basic_auth: str | None = field(default=None, repr=False)
     # Where Sidekiq reply jobs go; unset means the broker's REDIS_URL.
     sidekiq_redis_url: str | None = field(default=None, repr=False)
@@ -114,11 +125,16 @@ class Settings:
             "max_message_bytes",
             "dead_letter_max",
             "dead_letter_ttl_s",
+            "max_train_texts",
+            "max_corpus_texts",
+            "corpus_expires_s",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
         if self.flower_basic_auth is not None and ":" not in self.flower_basic_auth:
             raise ConfigError(f"{ENV_PREFIX}FLOWER_BASIC_AUTH must be user:password")
+        if self.min_examples_per_label < 2:
+            raise ConfigError(f"{ENV_PREFIX}MIN_EXAMPLES_PER_LABEL must be at least 2 (one to train, one to test)")
         if self.max_redeliveries < 0:
             raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
         if not self.soft_time_limit_s < self.time_limit_s:
@@ -182,6 +198,10 @@ _ENV_FIELDS: dict[str, type] = {
     "max_redeliveries": int,
     "dead_letter_max": int,
     "dead_letter_ttl_s": int,
+    "max_train_texts": int,
+    "min_examples_per_label": int,
+    "max_corpus_texts": int,
+    "corpus_expires_s": int,
     "flower_basic_auth": str,
     "sidekiq_redis_url": str,
 }

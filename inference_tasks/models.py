@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from inference_tasks.config import DEFAULT_MODEL
 
@@ -84,6 +84,8 @@ class ModelHolder:
     load_seconds: float | None = None
     warmup_seconds: float | None = None
     tasks_served: int = 0
+    # Trained classifier heads used by this process, by name (tasks.current_head keeps it fresh).
+    heads: dict[str, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def load(self, model: str, device: str) -> None:

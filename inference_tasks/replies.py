@@ -8,7 +8,6 @@ Sidekiq's own client does: SADD queues <queue>; LPUSH queue:<queue> <job JSON>.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
@@ -17,6 +16,8 @@ import time
 from typing import Any
 
 import redis
+
+from inference_tasks.store import redis_for
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +77,6 @@ def push_sidekiq_job(client: redis.Redis, job: dict[str, Any]) -> None:
         pipe.execute()
 
 
-@functools.cache
-def sidekiq_redis(url: str, ca_file: str | None) -> redis.Redis:
-    """One client per process and URL (created in the child that uses it, never across a fork)."""
-    options = {"ssl_ca_certs": ca_file} if url.startswith("rediss://") and ca_file else {}
-    return redis.Redis.from_url(url, **options)
-
-
 def reply(request: Any, settings: Any, state: str, result: Any = None, error: BaseException | None = None) -> None:
     """Push the reply job a task's message asked for, if any. Never raises: the result is already stored."""
     spec = getattr(request, SIDEKIQ_REPLY_HEADER, None)
@@ -91,8 +85,6 @@ def reply(request: Any, settings: Any, state: str, result: Any = None, error: Ba
     try:
         payload = outcome(request.id, request.task, state, result, error, spec.get("context"))
         job = sidekiq_job(spec, payload)
-        push_sidekiq_job(
-            sidekiq_redis(settings.sidekiq_redis_url or settings.redis_url, settings.redis_tls_ca_file), job
-        )
+        push_sidekiq_job(redis_for(settings.sidekiq_redis_url or settings.redis_url, settings.redis_tls_ca_file), job)
     except Exception:
         logger.exception("could not push the Sidekiq reply for task %s", getattr(request, "id", "?"))

@@ -13,11 +13,15 @@ QUEUES = (INFERENCE_QUEUE, TRAINING_QUEUE)
 EMBED_TASK = "inference.embed"
 CLASSIFY_TASK = "inference.classify"
 WORKER_INFO_TASK = "inference.worker_info"
+TRAIN_CLASSIFIER_TASK = "inference.train_classifier"
+EMBED_CORPUS_TASK = "inference.embed_corpus"
 
 TASK_ROUTES = {
     EMBED_TASK: {"queue": INFERENCE_QUEUE},
     CLASSIFY_TASK: {"queue": INFERENCE_QUEUE},
     WORKER_INFO_TASK: {"queue": INFERENCE_QUEUE},
+    TRAIN_CLASSIFIER_TASK: {"queue": TRAINING_QUEUE},
+    EMBED_CORPUS_TASK: {"queue": TRAINING_QUEUE},
 }
 
 # Redis has no native priorities: kombu keeps one list per priority step, named

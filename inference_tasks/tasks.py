@@ -7,13 +7,15 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from inference_tasks import threads
+from inference_tasks import store, threads
 from inference_tasks.models import HOLDER
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
 from inference_tasks.validation import (
     InvalidInput,
+    check_count,
     check_flag,
     check_labels,
+    check_name,
     check_texts,
     reject_unknown,
 )
@@ -34,19 +36,54 @@ def embed(self: Task, texts: Any = None, normalize: Any = True, **unknown: Any) 
 
 
 @shared_task(name=CLASSIFY_TASK, bind=True, throws=EXPECTED_ERRORS)
-def classify(self: Task, texts: Any = None, labels: Any = None, **unknown: Any) -> list[dict[str, Any]]:
-    """Zero-shot: each text gets the label whose embedding is most cosine-similar to its own.
+def classify(
+    self: Task, texts: Any = None, labels: Any = None, classifier: Any = None, classifier_version: Any = None,
+    **unknown: Any,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Label each text, zero-shot over `labels` or with the trained head `classifier`.
 
-    One {"label", "score", "scores": {label: cosine}} per text, in input order; a trained
-    classifier head returns the same shape, with probabilities as scores.
+    Zero-shot: the label whose embedding is most cosine-similar to the text's; scores are cosines.
+    Trained head (inference.train_classifier): the most probable label; scores are probabilities.
+    Either way one {"label", "score", "scores": {label: score}} per text, in input order.
     """
-    reject_unknown(CLASSIFY_TASK, unknown, ("texts", "labels"))
+    reject_unknown(CLASSIFY_TASK, unknown, ("texts", "labels", "classifier", "classifier_version"))
     settings = self.app.settings
     texts = check_texts(CLASSIFY_TASK, texts, settings)
-    labels = check_labels(CLASSIFY_TASK, labels, settings)
+    if (labels is None) == (classifier is None):
+        raise InvalidInput(f"{CLASSIFY_TASK}: give either labels (zero-shot) or classifier (a trained head), not both")
     model = HOLDER.get()
-    similarities = model.encode(texts, normalize=True) @ HOLDER.label_embeddings(labels).T
-    return [predictions(labels, row.tolist()) for row in similarities]
+    if classifier is None:
+        if classifier_version is not None:
+            raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
+        labels = check_labels(CLASSIFY_TASK, labels, settings)
+        similarities = model.encode(texts, normalize=True) @ HOLDER.label_embeddings(labels).T
+        return [predictions(labels, row.tolist()) for row in similarities]
+    head = current_head(settings, check_name(CLASSIFY_TASK, classifier), classifier_version)
+    if head.model != model.name:
+        raise InvalidInput(
+            f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
+            f"{head.model!r}, but this worker serves {model.name!r}; train it again on this model"
+        )
+    probabilities = head.probabilities(model.encode(texts, normalize=True))
+    return [predictions(head.labels, row.tolist()) for row in probabilities]
+
+
+def current_head(settings: Any, name: str, version: Any) -> store.ClassifierHead:
+    """The head to use, from this child's cache unless Redis holds a different (newer) version."""
+    if version is not None:
+        version = check_count(CLASSIFY_TASK, "classifier_version", version, 1, 2**31)
+    client = store.redis_for(settings.redis_url, settings.redis_tls_ca_file)
+    try:
+        wanted = version or store.latest_version(client, name)
+        cached = HOLDER.heads.get(name)
+        if cached is not None and cached.version == wanted:
+            return cached
+        head = store.load_head(client, name, wanted)
+    except store.UnknownClassifier as exc:
+        raise InvalidInput(f"{CLASSIFY_TASK}: {exc}") from None
+    if version is None:
+        HOLDER.heads[name] = head
+    return head
 
 
 def predictions(labels: list[str], scores: list[float]) -> dict[str, Any]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from inference_tasks.config import Settings
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
 class InvalidInput(ValueError):
@@ -19,18 +23,28 @@ def reject_unknown(task: str, unknown: Mapping[str, Any], accepted: Iterable[str
         raise InvalidInput(f"{task}: unknown argument(s) {names}; accepted: {', '.join(accepted)}")
 
 
-def check_texts(task: str, texts: Any, settings: Settings) -> list[str]:
-    """A non-empty list of non-blank strings within the batch and length limits."""
+def check_texts(
+    task: str, texts: Any, settings: Settings, max_texts: int | None = None, limit_name: str = "MAX_BATCH_TEXTS"
+) -> list[str]:
+    """A non-empty list of non-blank strings within the count limit (default: the batch limit) and length limit."""
+    max_texts = settings.max_batch_texts if max_texts is None else max_texts
     if not isinstance(texts, list):
         raise InvalidInput(f"{task}: texts must be a list of strings, got {_kind(texts)}")
     if not texts:
         raise InvalidInput(f"{task}: texts is empty; send at least one text")
-    if len(texts) > settings.max_batch_texts:
+    if len(texts) > max_texts:
         raise InvalidInput(
-            f"{task}: {len(texts)} texts is more than the limit of {settings.max_batch_texts} "
-            "per task (INFERENCE_MAX_BATCH_TEXTS); split the batch"
+            f"{task}: {len(texts)} texts is more than the limit of {max_texts} per task (INFERENCE_{limit_name}); "
+            "split the batch"
         )
-    for index, text in enumerate(texts):
+    check_text_items(task, texts, settings)
+    return texts
+
+
+def check_text_items(task: str, texts: list[Any], settings: Settings, offset: int = 0) -> None:
+    """Every item a non-blank string within INFERENCE_MAX_TEXT_CHARS; indexes count from `offset`."""
+    for position, text in enumerate(texts):
+        index = offset + position
         if not isinstance(text, str):
             raise InvalidInput(f"{task}: texts[{index}] must be a string, got {_kind(text)}")
         if not text.strip():
@@ -41,7 +55,6 @@ def check_texts(task: str, texts: Any, settings: Settings) -> list[str]:
                 f"{settings.max_text_chars} (INFERENCE_MAX_TEXT_CHARS); texts are rejected, "
                 "not truncated"
             )
-    return texts
 
 
 def check_labels(task: str, labels: Any, settings: Settings) -> list[str]:
@@ -70,6 +83,56 @@ def check_labels(task: str, labels: Any, settings: Settings) -> list[str]:
             raise InvalidInput(f"{task}: labels[{index}] {label!r} duplicates labels[{seen[key]}]")
         seen[key] = index
     return labels
+
+
+def check_name(task: str, name: Any) -> str:
+    """A classifier name: letters, digits, '.', '_' or '-', 1 to 100 characters."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInput(
+            f"{task}: name must be 1-100 letters, digits, '.', '_' or '-', got {name!r}"
+            if isinstance(name, str)
+            else f"{task}: name must be a string, got {_kind(name)}"
+        )
+    return name
+
+
+def check_training_labels(task: str, labels: Any, count: int, settings: Settings) -> list[str]:
+    """One non-blank label string per text, at least two distinct, each with enough examples."""
+    if not isinstance(labels, list):
+        raise InvalidInput(f"{task}: labels must be a list of strings (one per text), got {_kind(labels)}")
+    if len(labels) != count:
+        raise InvalidInput(f"{task}: {count} texts but {len(labels)} labels; give exactly one label per text")
+    for index, label in enumerate(labels):
+        if not isinstance(label, str) or not label.strip():
+            raise InvalidInput(f"{task}: labels[{index}] must be a non-blank string, got {label!r}")
+        if len(label) > settings.max_label_chars:
+            raise InvalidInput(f"{task}: labels[{index}] is longer than {settings.max_label_chars} characters")
+    counts = Counter(labels)
+    if len(counts) < 2:
+        raise InvalidInput(f"{task}: labels has {len(counts)} distinct label(s); a classifier needs at least 2")
+    if len(counts) > settings.max_labels:
+        raise InvalidInput(f"{task}: {len(counts)} distinct labels is more than the limit of {settings.max_labels}")
+    scarce = sorted(label for label, n in counts.items() if n < settings.min_examples_per_label)
+    if scarce:
+        raise InvalidInput(
+            f"{task}: label(s) {', '.join(repr(label) for label in scarce)} have fewer than "
+            f"{settings.min_examples_per_label} examples (INFERENCE_MIN_EXAMPLES_PER_LABEL)"
+        )
+    return labels
+
+
+def check_fraction(task: str, name: str, value: Any, low: float, high: float) -> float:
+    """A number strictly between `low` and `high`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low < value < high:
+        raise InvalidInput(f"{task}: {name} must be a number between {low} and {high}, got {value!r}")
+    return float(value)
+
+
+def check_count(task: str, name: str, value: Any, low: int, high: int) -> int:
+    """An integer from `low` to `high`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{task}: {name} must be an integer from {low} to {high}, got {value!r}")
+    return value
 
 
 def check_flag(task: str, name: str, value: Any) -> bool:

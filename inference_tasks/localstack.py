@@ -1,0 +1,204 @@
+"""Start and stop redis-server and `celery worker` processes on this machine (tests, benchmarks).
+
+The commands are the ones an operator runs; nothing here is used by producers or workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference_tasks import create_app
+from inference_tasks.app import InferenceApp
+from inference_tasks.config import Settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKER_READY_TIMEOUT_S = 120
+WORKER_STOP_TIMEOUT_S = 30
+REDIS_DATABASES = 64
+SUCCEEDED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] succeeded")
+# Settings that would leak from the caller's shell into started processes.
+_LEAKY_ENV_PREFIXES = ("INFERENCE_", "REDIS_URL", "CELERY_", "OMP_", "MKL_", "OPENBLAS_NUM", "RAYON_")
+
+
+class MissingProgram(RuntimeError):
+    """A program these helpers start is not installed."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(base: Mapping[str, str], **overrides: str) -> dict[str, str]:
+    """`base` (the caller's environment) without project or thread settings, plus `overrides`."""
+    env = {k: v for k, v in base.items() if not k.startswith(_LEAKY_ENV_PREFIXES)}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class TlsFiles:
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass
+class RedisServer:
+    host: str
+    port: int
+    process: subprocess.Popen
+    password: str | None = None
+    scheme: str = "redis"
+
+    def url(self, db: int = 0) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"{self.scheme}://{auth}{self.host}:{self.port}/{db}"
+
+
+def start_redis(
+    workdir: Path,
+    password: str | None = None,
+    tls: TlsFiles | None = None,
+    appendonly: bool = False,
+    port: int | None = None,
+) -> RedisServer:
+    """A redis-server on a loopback port (a free one unless given); persistence (AOF) only if asked."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
+    port = port or free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = [binary, "--bind", "127.0.0.1", "--save", "", "--dir", str(workdir)]
+    args += ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else ["--appendonly", "no"]
+    args += ["--databases", str(REDIS_DATABASES), "--logfile", str(workdir / "redis.log")]
+    if password:
+        args += ["--requirepass", password]
+    if tls:
+        args += ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(tls.cert)]
+        args += ["--tls-key-file", str(tls.key), "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no"]
+    else:
+        args += ["--port", str(port)]
+    server = RedisServer("127.0.0.1", port, subprocess.Popen(args), password, "rediss" if tls else "redis")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex((server.host, server.port)) == 0:
+                return server
+        if server.process.poll() is not None:
+            break
+        time.sleep(0.05)
+    server.process.kill()
+    raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
+
+
+@dataclass
+class WorkerProcess:
+    """A running `celery worker` command and the producer app that talks to it."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path
+    redis_url: str
+    app: InferenceApp
+    process: subprocess.Popen | None = None
+
+    def launch(self, wait_ready: bool = True) -> WorkerProcess:
+        """Start (or start again) the command, appending to its log; wait for 'ready' if asked."""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.args, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
+        while wait_ready and " ready." not in self.log()[offset:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"worker {self.name} did not become ready:\n{self.log()[-4000:]}")
+            time.sleep(0.2)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def successes(self) -> Counter[str]:
+        """How many times each task id succeeded, from the worker's own log lines."""
+        return Counter(SUCCEEDED.findall(self.log()))
+
+    def child_pids(self) -> list[int]:
+        import psutil
+
+        return [child.pid for child in psutil.Process(self.process.pid).children()]
+
+    def stop(self, timeout: float = WORKER_STOP_TIMEOUT_S) -> int:
+        """Warm shutdown (SIGTERM), then SIGKILL for the whole process group if it hangs."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # orphans, if any
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """kill -9 of the worker and every child at once: a host or container dying."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+def worker_command(name: str, queues: str, pool: str, include: str | None = None) -> list[str]:
+    """`celery -A inference_tasks worker` as an operator would run it, named and without gossip."""
+    args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "worker", "-n", f"{name}@%h"]
+    args += ["-Q", queues, "--pool", pool, "-l", "info", "--without-mingle", "--without-gossip"]
+    return args + (["--include", include] if include else [])
+
+
+def producer_app(redis_url: str, **settings: object) -> InferenceApp:
+    """A producer-side app pointing at `redis_url`, as a Python client would build it."""
+    return create_app(Settings(redis_url=redis_url, **settings))  # type: ignore[arg-type]
+
+
+def start_worker(
+    name: str,
+    redis_url: str,
+    log_dir: Path,
+    base_env: Mapping[str, str],
+    *,
+    queues: str = "inference",
+    pool: str = "prefork",
+    include: str | None = None,
+    wait_ready: bool = True,
+    **settings: object,
+) -> WorkerProcess:
+    """Start a worker with INFERENCE_* settings given as keywords (concurrency=2, pin_threads="false")."""
+    env = clean_env(base_env, REDIS_URL=redis_url)
+    env.update({f"INFERENCE_{key.upper()}": str(value) for key, value in settings.items()})
+    log_dir.mkdir(parents=True, exist_ok=True)
+    worker = WorkerProcess(
+        name,
+        worker_command(name, queues, pool, include),
+        env,
+        log_dir / f"{name}.log",
+        redis_url,
+        producer_app(redis_url),
+    )
+    return worker.launch(wait_ready)

@@ -1,0 +1,134 @@
+"""Redis records that outlive a task: trained classifier heads (versioned) and embed-corpus pages.
+
+Heads live under `inference-tasks:classifier:<name>:v<version>` with `...:latest` naming the newest
+version. Every version stays retrievable (training again never overwrites) and heads do not
+expire: with AOF they survive Redis restarts like the queue does.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import redis
+
+KEY_PREFIX = "inference-tasks"
+CLASSIFIER_NAMES_KEY = f"{KEY_PREFIX}:classifiers"
+
+# Stores version N and moves `latest` forward only: two trainings of one name finishing out of
+# order never point `latest` back at the older head.
+_SAVE_HEAD = """
+redis.call('SET', KEYS[1], ARGV[2])
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[2], ARGV[1]) end
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1
+"""
+
+
+class UnknownClassifier(LookupError):
+    """No head with that name (or version) has been trained."""
+
+
+@functools.cache
+def redis_for(url: str, ca_file: str | None = None) -> redis.Redis:
+    """One client per process and URL, created lazily in the process that uses it (never across a fork)."""
+    options = {"ssl_ca_certs": ca_file} if url.startswith("rediss://") and ca_file else {}
+    return redis.Redis.from_url(url, **options)
+
+
+def _key(name: str, suffix: str) -> str:
+    return f"{KEY_PREFIX}:classifier:{name}:{suffix}"
+
+
+@dataclass
+class ClassifierHead:
+    """A linear softmax classifier over one embedding model's unit-norm embeddings."""
+
+    name: str
+    model: str
+    labels: list[str]
+    weights: np.ndarray  # (labels, dim), float32
+    bias: np.ndarray  # (labels,), float32
+    metrics: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+    created_at: float = field(default_factory=time.time)
+
+    def probabilities(self, embeddings: np.ndarray) -> np.ndarray:
+        """Softmax over the labels, one row per embedding."""
+        logits = embeddings @ self.weights.T + self.bias
+        logits -= logits.max(axis=1, keepdims=True)
+        exp = np.exp(logits)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "name": self.name,
+                "version": self.version,
+                "model": self.model,
+                "dim": int(self.weights.shape[1]),
+                "labels": self.labels,
+                "weights": _encode(self.weights),
+                "bias": _encode(self.bias),
+                "metrics": self.metrics,
+                "created_at": self.created_at,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> ClassifierHead:
+        record = json.loads(raw)
+        labels = record["labels"]
+        return cls(
+            name=record["name"],
+            model=record["model"],
+            labels=labels,
+            weights=_decode(record["weights"]).reshape(len(labels), record["dim"]),
+            bias=_decode(record["bias"]),
+            metrics=record["metrics"],
+            version=record["version"],
+            created_at=record["created_at"],
+        )
+
+
+def save_head(client: redis.Redis, head: ClassifierHead) -> int:
+    """Store `head` as the next version of its name; returns that version."""
+    head.version = int(client.incr(_key(head.name, "counter")))
+    keys = [_key(head.name, f"v{head.version}"), _key(head.name, "latest"), CLASSIFIER_NAMES_KEY]
+    client.eval(_SAVE_HEAD, len(keys), *keys, head.version, head.to_json(), head.name)
+    return head.version
+
+
+def latest_version(client: redis.Redis, name: str) -> int | None:
+    raw = client.get(_key(name, "latest"))
+    return int(raw) if raw is not None else None
+
+
+def load_head(client: redis.Redis, name: str, version: int | None = None) -> ClassifierHead:
+    """The head `name` at `version` (default: the latest); UnknownClassifier if there is none."""
+    if version is None:
+        version = latest_version(client, name)
+        if version is None:
+            raise UnknownClassifier(f"no classifier named {name!r}; train one with inference.train_classifier")
+    raw = client.get(_key(name, f"v{version}"))
+    if raw is None:
+        raise UnknownClassifier(f"classifier {name!r} has no version {version}")
+    return ClassifierHead.from_json(raw)
+
+
+def corpus_page_key(job_id: str, page: int | str) -> str:
+    return f"{KEY_PREFIX}:corpus:{job_id}:{page}"
+
+
+def _encode(array: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode()
+
+
+def _decode(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").copy()
