@@ -52,6 +52,9 @@ DEFAULT_MAX_TRAIN_TEXTS = 20_000
 DEFAULT_MIN_EXAMPLES_PER_LABEL = 4
 DEFAULT_MAX_CORPUS_TEXTS = 200_000
 DEFAULT_CORPUS_EXPIRES_S = 86_400
+# "auto": a prefork worker is the inference profile (one native thread per child), any other pool
+# the trainer; set "trainer" to run the trainer as a single prefork child (time limits enforced).
+PROFILES = ("auto", "inference", "trainer")
 TLS_CERT_REQS = ("required", "optional", "none")
 
 
@@ -74,6 +77,7 @@ class Settings:
     redis_tls_cert_reqs: str = "required"
     model: str = DEFAULT_MODEL
     device: str = DEFAULT_DEVICE
+    profile: str = "auto"
     concurrency: int = field(default_factory=available_cores)
     trainer_threads: int = field(default_factory=available_cores)
     pin_threads: bool = True
@@ -107,6 +111,8 @@ class Settings:
             raise ConfigError(f"REDIS_URL must be redis://, rediss:// or unix://, not {scheme!r}")
         if self.redis_tls_cert_reqs not in TLS_CERT_REQS:
             raise ConfigError(f"{ENV_PREFIX}REDIS_TLS_CERT_REQS must be one of {TLS_CERT_REQS}")
+        if self.profile not in PROFILES:
+            raise ConfigError(f"{ENV_PREFIX}PROFILE must be one of {PROFILES}, got {self.profile!r}")
         if self.device != "cpu":
             raise ConfigError(f"{ENV_PREFIX}DEVICE={self.device!r}: only 'cpu' is supported yet")
         for name in (
@@ -179,6 +185,7 @@ _ENV_FIELDS: dict[str, type] = {
     "redis_tls_cert_reqs": str,
     "model": str,
     "device": str,
+    "profile": str,
     "concurrency": int,
     "trainer_threads": int,
     "pin_threads": bool,

@@ -33,8 +33,9 @@ PROFILE_TRAINER = "trainer"
 def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     """In the worker's main process, before any child exists: fix the thread budget, import torch.
 
-    The pool decides the profile: prefork children serve requests with one native thread each
-    (the OS parallelises across processes); a solo pool is one process that uses every core.
+    The profile (INFERENCE_PROFILE, by default from the pool) fixes the thread budget: inference
+    children serve requests with one native thread each (the OS parallelises across processes);
+    the trainer is one process (a single prefork child, or the solo pool) using every core.
     The thread variables must be in the environment before torch, numpy and tokenizers load,
     since their pools read them once. Importing (never running) torch and sentence_transformers
     here costs ~11 s once, instead of in every child where it would overrun Celery's
@@ -42,15 +43,16 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     deadlocks a child forked after a parallel region.
     """
     settings = sender.app.settings
-    pool = get_implementation(sender.pool_cls)
-    if pool.__module__ == "celery.concurrency.prefork":
-        HOLDER.profile = PROFILE_INFERENCE
+    prefork = get_implementation(sender.pool_cls).__module__ == "celery.concurrency.prefork"
+    HOLDER.profile = (
+        settings.profile if settings.profile != "auto" else PROFILE_INFERENCE if prefork else PROFILE_TRAINER
+    )
+    if HOLDER.profile == PROFILE_INFERENCE:
         HOLDER.threads = 1 if settings.pin_threads else None
     else:
-        if pool.__module__ != "celery.concurrency.solo":
-            logger.warning("pool %s is not prefork: running as the one-process trainer profile", pool)
-        HOLDER.profile = PROFILE_TRAINER
         HOLDER.threads = settings.trainer_threads
+        if prefork and sender.concurrency != 1:
+            logger.warning("trainer profile with %s children oversubscribes: use --concurrency 1", sender.concurrency)
     threads.set_offline_env(os.environ)
     if HOLDER.threads is not None:
         threads.set_thread_env(os.environ, HOLDER.threads)
@@ -117,7 +119,7 @@ def ignore_term_in_children(**_: Any) -> None:
     worker at once; Celery resets children to die on TERM, killing their running task. The parent
     stops idle children itself; hard time limits and cold shutdown escalate to SIGKILL.
     """
-    if HOLDER.profile == PROFILE_INFERENCE and HOLDER.main_pid not in (None, os.getpid()):
+    if HOLDER.main_pid not in (None, os.getpid()):  # a prefork child, not the solo main process
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 

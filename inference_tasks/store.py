@@ -74,8 +74,8 @@ class ClassifierHead:
                 "model": self.model,
                 "dim": int(self.weights.shape[1]),
                 "labels": self.labels,
-                "weights": _encode(self.weights),
-                "bias": _encode(self.bias),
+                "weights": encode_vectors(self.weights),
+                "bias": encode_vectors(self.bias),
                 "metrics": self.metrics,
                 "created_at": self.created_at,
             }
@@ -89,8 +89,8 @@ class ClassifierHead:
             name=record["name"],
             model=record["model"],
             labels=labels,
-            weights=_decode(record["weights"]).reshape(len(labels), record["dim"]),
-            bias=_decode(record["bias"]),
+            weights=decode_vectors(record["weights"], record["dim"]),
+            bias=decode_vectors(record["bias"]),
             metrics=record["metrics"],
             version=record["version"],
             created_at=record["created_at"],
@@ -126,9 +126,12 @@ def corpus_page_key(job_id: str, page: int | str) -> str:
     return f"{KEY_PREFIX}:corpus:{job_id}:{page}"
 
 
-def _encode(array: np.ndarray) -> str:
+def encode_vectors(array: np.ndarray) -> str:
+    """Little-endian float32, base64: Ruby reads it with Base64.decode64(s).unpack("e*")."""
     return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode()
 
 
-def _decode(text: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(text), dtype="<f4").copy()
+def decode_vectors(text: str, dim: int | None = None) -> np.ndarray:
+    """The inverse of encode_vectors; with `dim`, one row per vector."""
+    flat = np.frombuffer(base64.b64decode(text), dtype="<f4").copy()
+    return flat if dim is None else flat.reshape(-1, dim)

@@ -38,6 +38,10 @@ LEARNING_RATE = 0.1
 WEIGHT_DECAY = 1e-4
 DEFAULT_PAGE_SIZE = 256
 MAX_PAGE_SIZE = 2048
+# Corpus pages hold little-endian float32 vectors, base64-encoded, by default: 4x smaller in Redis
+# than JSON numbers (a 200k-text corpus is ~300 MB instead of ~1.5 GB) and ~100x cheaper to
+# write, which matters because serialising is serial work next to the multi-threaded model.
+PAGE_ENCODINGS = ("f32le-base64", "json")
 
 
 def report_progress(task: Task, stage: str, done: int, total: int) -> None:
@@ -167,16 +171,19 @@ def train_classifier(
 @shared_task(name=EMBED_CORPUS_TASK, bind=True, throws=(InvalidInput,))
 def embed_corpus(
     self: Task, texts: Any = None, source_key: Any = None, page_size: Any = DEFAULT_PAGE_SIZE,
-    normalize: Any = True, **unknown: Any,
+    normalize: Any = True, encoding: Any = PAGE_ENCODINGS[0], **unknown: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """Embed a large corpus page by page into Redis; the result says where the pages are.
 
     Input is `texts` (a list, bounded by the message size) or `source_key` (a Redis list of texts,
     read page by page). Each page of embeddings is written to `inference-tasks:corpus:<task id>:<n>`
-    and expires after INFERENCE_CORPUS_EXPIRES_S; at most one page is in memory at a time.
+    as JSON {page, start, count, dim, encoding, embeddings} and expires after
+    INFERENCE_CORPUS_EXPIRES_S; at most one page is in memory at a time.
     """
     task = EMBED_CORPUS_TASK
-    reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize"))
+    reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding"))
+    if encoding not in PAGE_ENCODINGS:
+        raise InvalidInput(f"{task}: encoding must be one of {', '.join(PAGE_ENCODINGS)}, got {encoding!r}")
     settings = self.app.settings
     if (texts is None) == (source_key is None):
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
@@ -205,7 +212,8 @@ def embed_corpus(
             page = decode_items(task, client.lrange(source_key, start, start + page_size - 1), start)
             check_text_items(task, page, settings, offset=start)
         vectors = model.encode(page, normalize=normalize)
-        record = {"page": pages, "start": start, "embeddings": vectors.tolist()}
+        record = {"page": pages, "start": start, "count": len(page), "dim": model.dim, "encoding": encoding}
+        record["embeddings"] = vectors.tolist() if encoding == "json" else store.encode_vectors(vectors)
         client.set(store.corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
         pages += 1
         report_progress(self, "embedding", min(start + page_size, total), total)
@@ -215,6 +223,7 @@ def embed_corpus(
         "dim": model.dim,
         "count": total,
         "page_size": page_size,
+        "encoding": encoding,
         "pages": pages,
         "page_key": store.corpus_page_key(job_id, "{page}"),
         "expires_s": settings.corpus_expires_s,

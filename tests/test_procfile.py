@@ -15,13 +15,14 @@ def procfile() -> dict[str, list[str]]:
 
 
 def test_procfile_starts_the_whole_stack_with_the_two_profiles():
-    """redis, worker (inference queue, prefork), trainer (training queue, solo) and flower."""
+    """redis, worker (inference queue, prefork), trainer (training queue, one child, trainer profile), flower."""
     processes = procfile()
     assert set(processes) == {"redis", "worker", "trainer", "flower"}
     worker, trainer = processes["worker"], processes["trainer"]
     assert worker[:4] == ["celery", "-A", "inference_tasks", "worker"]
     assert worker[worker.index("-Q") + 1] == "inference" and worker[worker.index("--pool") + 1] == "prefork"
-    assert trainer[trainer.index("-Q") + 1] == "training" and trainer[trainer.index("--pool") + 1] == "solo"
+    assert trainer[:2] == ["env", "INFERENCE_PROFILE=trainer"]
+    assert trainer[trainer.index("-Q") + 1] == "training" and trainer[trainer.index("--concurrency") + 1] == "1"
 
 
 def test_procfile_flower_runs_against_the_configured_redis_without_torch(redis_server):

@@ -41,12 +41,16 @@ def ruby(script: str, redis_url: str) -> dict:
 
 @pytest.fixture(scope="module")
 def ruby_worker(start_worker):
-    return start_worker(concurrency=2)
+    """An inference worker, and a trainer on the same Redis for the training calls."""
+    worker = start_worker(concurrency=2)
+    start_worker(queues="training", concurrency=1, profile="trainer", trainer_threads=2, redis_url=worker.redis_url)
+    return worker
 
 
 def test_ruby_client_round_trip_through_a_real_worker(ruby_worker):
-    """Ruby enqueues embed and classify (one at priority 3), reads the results, and gets the worker's
-    validation error as an InferenceTasks::TaskFailed carrying the remote message."""
+    """Ruby enqueues embed and classify (one at priority 3), reads the results, gets the worker's
+    validation error as an InferenceTasks::TaskFailed carrying the remote message, trains a head on
+    the training queue and classifies with it."""
     report = ruby("client_roundtrip.rb", ruby_worker.redis_url)
     assert report["embed"]["model"] == "all-MiniLM-L6-v2"
     assert (report["embed"]["dim"], report["embed"]["count"], len(report["embed"]["first"])) == (384, 3, 384)
@@ -59,6 +63,8 @@ def test_ruby_client_round_trip_through_a_real_worker(ruby_worker):
     assert "texts[0] must be a string, got a number (42)" in failure["message"]
     assert ruby_worker.app.AsyncResult(failure["task_id"]).state == "FAILURE"
     assert "did not finish within 0.3 s" in report["timeout"]
+    assert report["trained"]["version"] == 1 and report["trained"]["accuracy"] >= 0.9
+    assert report["with_head"] == ["shipping"]
 
 
 def test_results_come_back_to_rails_as_sidekiq_jobs(ruby_worker, tmp_path):

@@ -142,7 +142,9 @@ def test_embed_corpus_writes_expiring_pages_that_match_embed(stack):
     watcher.join()
     assert "PROGRESS" in progress
     assert (outcome["count"], outcome["pages"], outcome["dim"]) == (1000, 4, 384)
-    pages = [json.loads(redis.get(outcome["page_key"].format(page=n))) for n in range(4)]
+    records = [json.loads(redis.get(outcome["page_key"].format(page=n))) for n in range(4)]
+    assert [(r["count"], r["encoding"]) for r in records] == [(256, "f32le-base64")] * 3 + [(232, "f32le-base64")]
+    pages = [{"embeddings": store.decode_vectors(r["embeddings"], r["dim"])} for r in records]
     assert [len(p["embeddings"]) for p in pages] == [256, 256, 256, 232]
     assert 0 < redis.ttl(outcome["page_key"].format(page=0)) <= outcome["expires_s"]
     sample = inference.app.send_task(EMBED_TASK, args=[[texts[0], texts[999]]]).get(timeout=RESULT_TIMEOUT_S)
@@ -151,7 +153,9 @@ def test_embed_corpus_writes_expiring_pages_that_match_embed(stack):
 
     redis.delete("corpus:source")
     redis.rpush("corpus:source", *texts[:300])
-    listed = inference.app.send_task(EMBED_CORPUS_TASK, kwargs={"source_key": "corpus:source", "page_size": 128})
+    listed = inference.app.send_task(
+        EMBED_CORPUS_TASK, kwargs={"source_key": "corpus:source", "page_size": 128, "encoding": "json"}
+    )
     listed_outcome = listed.get(timeout=RESULT_TIMEOUT_S)
     assert (listed_outcome["count"], listed_outcome["pages"]) == (300, 3)
     first = json.loads(redis.get(listed_outcome["page_key"].format(page=0)))

@@ -148,12 +148,19 @@ def test_a_pickled_message_is_never_executed(inference_worker, tmp_path):
     assert inference_worker.process.poll() is None
 
 
-def test_trainer_profile_is_one_process_using_the_configured_threads(start_worker):
-    """The solo trainer profile (queue training) is not pinned: it runs with trainer_threads."""
-    trainer = start_worker(queues=TRAINING_QUEUE, pool="solo", trainer_threads=3)
+@pytest.mark.parametrize(
+    "options",
+    [{"pool": "solo"}, {"pool": "prefork", "concurrency": 1, "profile": "trainer"}],
+    ids=["solo", "prefork-1"],
+)
+def test_trainer_profile_is_one_process_using_the_configured_threads(start_worker, options):
+    """The trainer (queue training; the solo pool, or one prefork child with INFERENCE_PROFILE=trainer)
+    is not pinned: its one task process runs trainer_threads native threads."""
+    trainer = start_worker(queues=TRAINING_QUEUE, trainer_threads=3, **options)
     info = trainer.app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=RESULT_TIMEOUT_S)
     assert info["profile"] == "trainer"
-    assert info["pid"] == trainer.process.pid
+    task_processes = [trainer.process.pid] if options["pool"] == "solo" else trainer.child_pids()
+    assert task_processes == [info["pid"]]
     assert info["torch_threads"] == 3
     assert {pool["num_threads"] for pool in info["native_pools"]} == {3}
     assert info["model"] == "all-MiniLM-L6-v2"

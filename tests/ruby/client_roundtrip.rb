@@ -33,4 +33,12 @@ rescue InferenceTasks::Timeout => e
   report["timeout"] = e.message
 end
 
+rows = File.readlines(File.expand_path("../../data/support_tickets.jsonl", __dir__)).map { |line| JSON.parse(line) }
+training = client.enqueue_train_classifier("ruby-trained", rows.map { |r| r["text"] }, rows.map { |r| r["label"] })
+trained = client.wait(training, timeout: 300)
+report["trained"] = { "version" => trained["version"], "accuracy" => trained["metrics"]["held_out_accuracy"] }
+report["with_head"] = client.wait(
+  client.enqueue_classify_with("ruby-trained", ["My parcel never arrived and tracking is broken."]), timeout: 60
+).map { |prediction| prediction["label"] }
+
 puts JSON.generate(report)

@@ -18,6 +18,7 @@ module InferenceTasks
   PRIORITIES = (0..9).freeze
   RESULT_KEY_PREFIX = "celery-task-meta-"
   READY_STATES = %w[SUCCESS FAILURE REVOKED].freeze
+  # Training runs take minutes: #wait on them with a longer timeout.
 
   # Base class of everything this client raises.
   class Error < StandardError; end
@@ -55,6 +56,33 @@ module InferenceTasks
     # Enqueue inference.classify (zero-shot over labels); returns the task id.
     def enqueue_classify(texts, labels, **options)
       enqueue("inference.classify", [texts, labels], {}, **options)
+    end
+
+    # Enqueue inference.train_classifier on the training queue; returns the task id. Poll #state for
+    # "PROGRESS" (#progress gives stage/done/total); the result holds the new head's version and metrics.
+    def enqueue_train_classifier(name, texts, labels, test_fraction: 0.2, seed: 0, queue: TRAINING_QUEUE, **options)
+      kwargs = { "name" => name, "texts" => texts, "labels" => labels, "test_fraction" => test_fraction, "seed" => seed }
+      enqueue("inference.train_classifier", [], kwargs, queue: queue, **options)
+    end
+
+    # Enqueue inference.classify with a trained head instead of zero-shot labels.
+    def enqueue_classify_with(classifier, texts, version: nil, **options)
+      kwargs = { "classifier" => classifier }
+      kwargs["classifier_version"] = version if version
+      enqueue("inference.classify", [texts], kwargs, **options)
+    end
+
+    # Enqueue inference.embed_corpus for a large corpus held in a Redis list (RPUSH the texts first).
+    def enqueue_embed_corpus(source_key, page_size: 256, queue: TRAINING_QUEUE, **options)
+      enqueue("inference.embed_corpus", [], { "source_key" => source_key, "page_size" => page_size },
+              queue: queue, **options)
+    end
+
+    # {"stage" => ..., "done" => n, "total" => n} while a training task reports PROGRESS, else nil.
+    def progress(task_id)
+      raw = @redis.get(RESULT_KEY_PREFIX + task_id)
+      meta = raw && JSON.parse(raw)
+      meta && meta["status"] == "PROGRESS" ? meta["result"] : nil
     end
 
     # Embed and wait: returns {"model" => ..., "dim" => ..., "embeddings" => [[Float]]}.
