@@ -73,18 +73,23 @@ class LeaseRenewal(bootsteps.StartStopStep):
 
 
 def renew_forever(app: Any, interval: float, stopping: threading.Event) -> None:
-    """Until `stopping` is set: push the lease of every held message to now."""
-    with app.connection_for_write() as connection:
-        while not stopping.wait(interval):
-            tags = held_delivery_tags()
-            if not tags:
-                continue
-            try:
-                channel = connection.default_channel
-                now = time.time()
-                with channel.conn_or_acquire() as client:
-                    # XX: only messages still unacked; an acked one must not come back.
-                    client.zadd(channel.unacked_index_key, dict.fromkeys(tags, now), xx=True)
-            except Exception:
-                logger.warning("could not renew %d message leases; retrying", len(tags), exc_info=True)
-                connection.close()
+    """Until `stopping` is set: push the lease of every held message to now. Never dies on an error:
+    a dead renewal thread would let Redis hand running tasks to a second worker."""
+    while not stopping.is_set():
+        try:
+            with app.connection_for_write() as connection:
+                while not stopping.wait(interval):
+                    renew(connection, held_delivery_tags())
+        except Exception:
+            logger.warning("message lease renewal failed; retrying in %.0f s", interval, exc_info=True)
+            stopping.wait(interval)
+
+
+def renew(connection: Any, tags: list[str]) -> None:
+    """Set the lease of each still-unacknowledged message in `tags` to now."""
+    if not tags:
+        return
+    channel = connection.default_channel
+    with channel.conn_or_acquire() as client:
+        # XX: only messages still unacked; an acked one must not come back.
+        client.zadd(channel.unacked_index_key, dict.fromkeys(tags, time.time()), xx=True)
