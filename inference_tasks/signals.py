@@ -44,9 +44,9 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     """
     settings = sender.app.settings
     prefork = get_implementation(sender.pool_cls).__module__ == "celery.concurrency.prefork"
-    HOLDER.profile = (
-        settings.profile if settings.profile != "auto" else PROFILE_INFERENCE if prefork else PROFILE_TRAINER
-    )
+    HOLDER.profile = settings.profile
+    if HOLDER.profile == "auto":
+        HOLDER.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
     if HOLDER.profile == PROFILE_INFERENCE:
         HOLDER.threads = 1 if settings.pin_threads else None
     else:

@@ -51,14 +51,15 @@ def classify(
     texts = check_texts(CLASSIFY_TASK, texts, settings)
     if (labels is None) == (classifier is None):
         raise InvalidInput(f"{CLASSIFY_TASK}: give either labels (zero-shot) or classifier (a trained head), not both")
-    model = HOLDER.get()
     if classifier is None:
         if classifier_version is not None:
             raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
         labels = check_labels(CLASSIFY_TASK, labels, settings)
+        model = HOLDER.get()
         similarities = model.encode(texts, normalize=True) @ HOLDER.label_embeddings(labels).T
         return [predictions(labels, row.tolist()) for row in similarities]
     head = current_head(settings, check_name(CLASSIFY_TASK, classifier), classifier_version)
+    model = HOLDER.get()
     if head.model != model.name:
         raise InvalidInput(
             f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
