@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
-from conftest import REPO_ROOT, running_flower
+import pytest
+from conftest import REPO_ROOT, clean_env, producer_app, running_flower
+
+from inference_tasks.localstack import WorkerProcess
+from inference_tasks.routing import TRAINING_QUEUE, WORKER_INFO_TASK
 
 
 def procfile() -> dict[str, list[str]]:
@@ -15,14 +20,42 @@ def procfile() -> dict[str, list[str]]:
 
 
 def test_procfile_starts_the_whole_stack_with_the_two_profiles():
-    """redis, worker (inference queue, prefork), trainer (training queue, one child, trainer profile), flower."""
+    """redis, worker and trainer (the CLI presets), flower."""
     processes = procfile()
     assert set(processes) == {"redis", "worker", "trainer", "flower"}
-    worker, trainer = processes["worker"], processes["trainer"]
-    assert worker[:4] == ["celery", "-A", "inference_tasks", "worker"]
-    assert worker[worker.index("-Q") + 1] == "inference" and worker[worker.index("--pool") + 1] == "prefork"
-    assert trainer[:2] == ["env", "INFERENCE_PROFILE=trainer"]
-    assert trainer[trainer.index("-Q") + 1] == "training" and trainer[trainer.index("--concurrency") + 1] == "1"
+    assert processes["worker"] == ["inference-tasks", "worker"]
+    assert processes["trainer"] == ["inference-tasks", "trainer"]
+
+
+@pytest.mark.slow
+def test_procfile_worker_and_trainer_lines_start_the_two_profiles(fresh_redis_url, tmp_path):
+    """The worker line runs pinned inference children on queue inference; the trainer line one child
+    with INFERENCE_TRAINER_THREADS threads on queue training (checked with worker_info on each queue)."""
+    url = fresh_redis_url()
+    bin_dir = Path(sys.executable).parent
+    started = []
+    try:
+        for name in ("worker", "trainer"):
+            command = [str(bin_dir / procfile()[name][0]), *procfile()[name][1:], "-n", f"procfile-{name}@%h"]
+            env = clean_env(REDIS_URL=url, INFERENCE_CONCURRENCY="2", INFERENCE_TRAINER_THREADS="2")
+            process = WorkerProcess(name, command, env, tmp_path / f"{name}.log", url, producer_app(url))
+            started.append(process.launch())
+        app = started[0].app
+        inference = app.send_task(WORKER_INFO_TASK).get(timeout=120)
+        training = app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=120)
+        trainer_children = started[1].child_pids()
+    finally:
+        for process in started:
+            process.stop()
+    assert (inference["profile"], inference["torch_threads"], inference["hostname"]) == (
+        "inference",
+        1,
+        inference["hostname"],
+    )
+    assert inference["hostname"].startswith("procfile-worker@")
+    assert (training["profile"], training["torch_threads"]) == ("trainer", 2)
+    assert training["hostname"].startswith("procfile-trainer@")
+    assert trainer_children == [training["pid"]]
 
 
 def test_procfile_flower_runs_against_the_configured_redis_without_torch(redis_server):
