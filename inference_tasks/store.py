@@ -42,6 +42,11 @@ def redis_for(url: str, ca_file: str | None = None) -> redis.Redis:
     return redis.Redis.from_url(url, **options)
 
 
+def broker_redis(settings: Any) -> redis.Redis:
+    """This process's client for the broker's Redis (REDIS_URL), where heads and corpus pages live."""
+    return redis_for(settings.redis_url, settings.redis_tls_ca_file)
+
+
 def _key(name: str, suffix: str) -> str:
     return f"{KEY_PREFIX}:classifier:{name}:{suffix}"
 

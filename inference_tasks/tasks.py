@@ -73,7 +73,7 @@ def current_head(settings: Any, name: str, version: Any) -> store.ClassifierHead
     """The head to use, from this child's cache unless Redis holds a different (newer) version."""
     if version is not None:
         version = check_count(CLASSIFY_TASK, "classifier_version", version, 1, 2**31)
-    client = store.redis_for(settings.redis_url, settings.redis_tls_ca_file)
+    client = store.broker_redis(settings)
     try:
         wanted = version or store.latest_version(client, name)
         cached = HOLDER.heads.get(name)

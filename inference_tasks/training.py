@@ -97,19 +97,13 @@ def fit_softmax_head(features: np.ndarray, targets: np.ndarray, classes: int, on
 
 def decode_items(task: str, items: list[bytes], offset: int) -> list[str]:
     """Redis list items as text; a non-UTF-8 item is bad input, named by its index."""
-    try:
-        return [item.decode("utf-8") for item in items]
-    except UnicodeDecodeError:
-        bad = next(i for i, item in enumerate(items) if not _is_utf8(item))
-        raise InvalidInput(f"{task}: texts[{offset + bad}] in the source list is not UTF-8 text") from None
-
-
-def _is_utf8(item: bytes) -> bool:
-    try:
-        item.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+    texts = []
+    for position, item in enumerate(items):
+        try:
+            texts.append(item.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{task}: texts[{offset + position}] in the source list is not UTF-8 text") from None
+    return texts
 
 
 def accuracy(predicted: np.ndarray, truth: np.ndarray) -> float:
@@ -164,7 +158,7 @@ def train_classifier(
         "fit_seconds": round(fitted - embedded, 3),
         "threads": HOLDER.threads,
     }
-    version = store.save_head(store.redis_for(settings.redis_url, settings.redis_tls_ca_file), head)
+    version = store.save_head(store.broker_redis(settings), head)
     return {"name": name, "version": version, "model": model.name, "labels": names, "metrics": head.metrics}
 
 
@@ -189,7 +183,7 @@ def embed_corpus(
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
     page_size = check_count(task, "page_size", page_size, 1, MAX_PAGE_SIZE)
     normalize = check_flag(task, "normalize", normalize)
-    client = store.redis_for(settings.redis_url, settings.redis_tls_ca_file)
+    client = store.broker_redis(settings)
     if texts is not None:
         texts = check_texts(task, texts, settings, settings.max_corpus_texts, "MAX_CORPUS_TEXTS")
         total = len(texts)
