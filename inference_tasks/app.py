@@ -71,7 +71,8 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # child while a sibling idles, and a dying worker holds back at most one per child.
         "worker_prefetch_multiplier": 1,
         "worker_concurrency": settings.concurrency,
-        "worker_max_tasks_per_child": settings.max_tasks_per_child,
+        # Each child then draws its own limit at or below this one (recycling.py); 0 = never.
+        "worker_max_tasks_per_child": settings.max_tasks_per_child or None,
         "worker_max_memory_per_child": settings.max_memory_per_child_mb * 1024,  # Celery wants KiB
         # Children load and warm the model before they report "up" (Celery's default is 4 s).
         "worker_proc_alive_timeout": settings.proc_alive_timeout_s,

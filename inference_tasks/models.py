@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 WARMUP_TEXTS = ("warm-up", "The first batch pays for lazy initialisation; no request should.")
 # Zero-shot label sets repeat from task to task; their embeddings are kept per child.
 LABEL_CACHE_SIZE = 4096
+LOAD_PRELOADED = "preloaded"
+LOAD_IN_CHILD = "in-child"
 
 
 class ModelNotLoadedError(RuntimeError):
@@ -60,7 +62,10 @@ class SentenceTransformerEmbedder:
         self.name = name
         self.device = device
         self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
-        self.dim = int(self.encode(WARMUP_TEXTS[:1], normalize=False).shape[1])
+        # Read from the configuration, not from a forward pass: this may run in the worker's main
+        # process, which must never run one (it forks afterwards).
+        dim = self._model.get_embedding_dimension()
+        self.dim = int(dim) if dim else 0  # 0: unknown until the first encode (warm-up sets it)
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
         return self._model.encode(
@@ -81,15 +86,22 @@ class ModelHolder:
     main_pid: int | None = None
     embedder: Embedder | None = None
     error: str | None = None
+    # LOAD_PRELOADED: loaded by the worker's main process before forking (children share its
+    # pages copy-on-write); LOAD_IN_CHILD: loaded by each child after fork.
+    load_mode: str | None = None
     load_seconds: float | None = None
     warmup_seconds: float | None = None
+    # From this process's fork to model ready: what a recycle costs before the child serves.
+    ready_seconds: float | None = None
     tasks_served: int = 0
+    # This child's own recycle limit (recycling.py), if it has one.
+    task_limit: int | None = None
     # Trained classifier heads used by this process, by name (tasks.current_head keeps it fresh).
     heads: dict[str, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
-    def load(self, model: str, device: str) -> None:
-        """Load and warm up the model; on failure remember why instead of raising.
+    def load(self, model: str, device: str, mode: str = LOAD_IN_CHILD) -> None:
+        """Load the model without running it; on failure remember why instead of raising.
 
         Celery swallows exceptions raised in signal handlers, so raising here would leave a
         child that looks healthy. Keeping the reason lets every task fail with it.
@@ -97,17 +109,35 @@ class ModelHolder:
         started = time.perf_counter()
         try:
             embedder = SentenceTransformerEmbedder(model, resolve_model_path(model), device)
-            self.load_seconds = time.perf_counter() - started
-            warm = time.perf_counter()
-            embedder.encode(WARMUP_TEXTS, normalize=True)
-            self.warmup_seconds = time.perf_counter() - warm
-        except Exception as exc:
-            self.embedder = None
-            self.error = f"{type(exc).__name__}: {exc}"
-            logger.exception("model %r failed to load; every task in this process will fail", model)
+        except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
+            self._fail(model, exc)
             return
+        self.load_seconds = time.perf_counter() - started
+        self.load_mode = mode
         self.set(embedder)
-        logger.info("model %s loaded in %.2f s, warmed up in %.3f s", model, self.load_seconds, self.warmup_seconds)
+        logger.info("model %s loaded in %.2f s (%s)", model, self.load_seconds, mode)
+
+    def warm_up(self) -> None:
+        """Run a first tiny batch, so lazy initialisation is paid here and not by a request.
+
+        Only ever called in the process that serves tasks: a forward pass in the worker's main
+        process would leave libgomp state that deadlocks the children forked after it.
+        """
+        if self.embedder is None:
+            return
+        started = time.perf_counter()
+        try:
+            vectors = self.embedder.encode(WARMUP_TEXTS, normalize=True)
+        except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
+            self._fail(self.embedder.name, exc)
+            return
+        self.embedder.dim = self.embedder.dim or int(vectors.shape[1])
+        self.warmup_seconds = time.perf_counter() - started
+
+    def _fail(self, model: str, exc: Exception) -> None:
+        self.embedder = None
+        self.error = f"{type(exc).__name__}: {exc}"
+        logger.exception("model %r failed to load; every task in this process will fail", model)
 
     def set(self, embedder: Embedder) -> None:
         """Install a ready model (used by load, and by unit tests with a fake one)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import random
 import resource
 import signal
 import time
@@ -20,8 +22,8 @@ from celery.signals import (
     worker_ready,
 )
 
-from inference_tasks import replies, threads
-from inference_tasks.models import HOLDER
+from inference_tasks import recycling, replies, threads
+from inference_tasks.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED
 
 logger = logging.getLogger(__name__)
 
@@ -62,17 +64,42 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
 
     HOLDER.import_seconds = time.perf_counter() - started
     HOLDER.main_pid = os.getpid()
+    if prefork and HOLDER.profile == PROFILE_INFERENCE and settings.preload_model:
+        preload_model(settings)
+
+
+def preload_model(settings: Any) -> None:
+    """Load the model in the main process so every child, and every recycled child, starts with it.
+
+    Only with every pool pinned to one thread first: torch then copies tensors inline, never
+    entering an OpenMP parallel region, and no forward pass runs here (warm-up happens in each
+    child), so forked children inherit no libgomp thread team to deadlock on. With pinning off
+    (the oversubscribed control) each child loads its own copy. gc.freeze() keeps the cyclic
+    collector from writing to the model's objects in children, which would un-share their pages.
+    """
+    if HOLDER.threads != 1:
+        return
+    threads.limit_loaded_pools(1)
+    HOLDER.load(settings.model, settings.device, mode=LOAD_PRELOADED)
+    gc.freeze()
 
 
 @worker_ready.connect
-def log_profile(**_: Any) -> None:
-    """Say once which profile runs and its thread budget (logging is not set up at worker_init)."""
+def log_profile(sender: Any, **_: Any) -> None:
+    """Say once which profile runs, its thread budget and where the model loads (logging is not set
+    up yet at worker_init)."""
     logger.info(
         "profile %s, native threads per process: %s, heavy imports in the main process: %.1f s",
         HOLDER.profile,
         HOLDER.threads or "library default (pinning off)",
         HOLDER.import_seconds or 0.0,
     )
+    if HOLDER.load_mode == LOAD_PRELOADED:
+        logger.info("model preloaded in the main process in %.2f s; children only warm up", HOLDER.load_seconds)
+    elif HOLDER.error:
+        logger.error("model failed to load in the main process: %s", HOLDER.error)
+    elif HOLDER.profile == PROFILE_INFERENCE and sender.app.settings.preload_model:
+        logger.warning("model not preloaded (needs one thread per child): each child loads its own copy")
 
 
 @worker_process_init.connect
@@ -85,9 +112,31 @@ def pin_threads_and_load_model(**_: Any) -> None:
         threads.set_offline_env(os.environ)
     if HOLDER.threads is not None:
         threads.limit_loaded_pools(HOLDER.threads)
-    HOLDER.load(settings.model, settings.device)
+    if HOLDER.embedder is None:
+        HOLDER.load(settings.model, settings.device, mode=LOAD_IN_CHILD)
+    HOLDER.warm_up()
+    HOLDER.ready_seconds = threads.process_age_seconds()
+    if HOLDER.embedder is not None:
+        logger.info(
+            "child ready %.2f s after fork (model %s, load %.2f s, warm-up %.3f s)",
+            HOLDER.ready_seconds,
+            HOLDER.load_mode,
+            HOLDER.load_seconds if HOLDER.load_mode == LOAD_IN_CHILD else 0.0,
+            HOLDER.warmup_seconds,
+        )
     if HOLDER.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
+
+
+@worker_process_init.connect
+def stagger_recycling(**_: Any) -> None:
+    """Give this prefork child its own task limit (recycling.py), so children recycle apart."""
+    settings = current_app.settings  # type: ignore[attr-defined]
+    if HOLDER.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
+        return
+    limit = recycling.jittered_limit(settings.max_tasks_per_child, settings.max_tasks_per_child_jitter, random.Random())
+    if recycling.set_this_childs_task_limit(limit):
+        HOLDER.task_limit = limit
 
 
 def refuse_memory_limit_below_footprint(limit_mb: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -92,6 +93,34 @@ def thread_report() -> dict[str, Any]:
 def rss_bytes(pid: int | None = None) -> int:
     """Resident set size of a process, in bytes."""
     return _proc_status_number(pid, "VmRSS:") * 1024
+
+
+def shared_memory_report(pid: int | None = None) -> dict[str, int]:
+    """PSS and USS of a process, in bytes, from /proc/<pid>/smaps_rollup.
+
+    RSS counts a copy-on-write page shared by N processes N times. PSS divides it among
+    them (summing PSS over a worker's processes gives what it really uses); USS counts only
+    the pages no other process holds (what killing this process would free).
+    """
+    fields: dict[str, int] = {}
+    path = f"/proc/{pid or 'self'}/smaps_rollup"
+    with open(path, encoding="ascii") as rollup:
+        for line in rollup:
+            name, _, rest = line.partition(":")
+            if name in ("Pss", "Private_Clean", "Private_Dirty"):
+                fields[name] = int(rest.split()[0]) * 1024
+    return {"pss_bytes": fields["Pss"], "uss_bytes": fields["Private_Clean"] + fields["Private_Dirty"]}
+
+
+def process_age_seconds(pid: int | None = None) -> float:
+    """Seconds since the process started (was forked), at the kernel's clock-tick resolution."""
+    with open(f"/proc/{pid or 'self'}/stat", encoding="ascii") as stat:
+        # Field 22 is the start time in clock ticks after boot; the command name (field 2)
+        # may contain spaces, so count from the closing parenthesis.
+        started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime", encoding="ascii") as uptime:
+        uptime_s = float(uptime.read().split()[0])
+    return max(0.0, uptime_s - started_ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def _proc_status_number(pid: int | None, key: str) -> int:

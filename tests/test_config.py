@@ -22,6 +22,8 @@ def test_defaults_without_any_environment():
     assert settings.concurrency == available_cores()
     assert settings.pin_threads is True
     assert settings.max_tasks_per_child == DEFAULT_MAX_TASKS_PER_CHILD >= 100
+    assert settings.preload_model is True
+    assert 0 < settings.max_tasks_per_child_jitter < 1
 
 
 def test_every_setting_is_read_from_its_variable():
@@ -39,8 +41,12 @@ def test_every_setting_is_read_from_its_variable():
             "INFERENCE_RESULT_EXPIRES_S": "60",
             "INFERENCE_PROC_ALIVE_TIMEOUT_S": "12.5",
             "INFERENCE_REDIS_TLS_CERT_REQS": "none",
+            "INFERENCE_PRELOAD_MODEL": "no",
+            "INFERENCE_MAX_TASKS_PER_CHILD_JITTER": "0.5",
         }
     )
+    assert settings.preload_model is False
+    assert settings.max_tasks_per_child_jitter == 0.5
     assert settings.redis_url == "rediss://:pw@redis.internal:6380/2"
     assert settings.model == "/models/minilm"
     assert settings.concurrency == 6
@@ -69,6 +75,8 @@ def test_empty_variables_keep_defaults():
         ({"INFERENCE_SOFT_TIME_LIMIT_S": "400"}, "INFERENCE_SOFT_TIME_LIMIT_S (400) must be below"),
         ({"INFERENCE_LEASE_RENEW_INTERVAL_S": "10"}, "must be at most a third of INFERENCE_VISIBILITY_TIMEOUT_S"),
         ({"INFERENCE_MAX_REDELIVERIES": "-1"}, "INFERENCE_MAX_REDELIVERIES must be 0 or more"),
+        ({"INFERENCE_MAX_TASKS_PER_CHILD": "-1"}, "INFERENCE_MAX_TASKS_PER_CHILD must be 0 (never recycle) or more"),
+        ({"INFERENCE_MAX_TASKS_PER_CHILD_JITTER": "1"}, "INFERENCE_MAX_TASKS_PER_CHILD_JITTER must be from 0"),
     ],
 )
 def test_bad_values_are_refused_naming_the_variable(environ, message):

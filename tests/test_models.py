@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from inference_tasks.config import DEFAULT_MODEL
-from inference_tasks.models import ModelHolder, ModelNotLoadedError, resolve_model_path
+from inference_tasks.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError, resolve_model_path
 
 
 @pytest.fixture(scope="module")
 def loaded() -> ModelHolder:
     holder = ModelHolder()
     holder.load(DEFAULT_MODEL, "cpu")
+    holder.warm_up()
     return holder
 
 
@@ -24,9 +25,10 @@ def test_default_model_resolves_to_the_packaged_weights():
 
 
 def test_loading_the_real_model_records_timings_and_dimension(loaded):
-    """load() installs the model, warms it up, and records how long each stage took."""
+    """load() installs the model, warm_up() runs it once; each records how long it took."""
     model = loaded.get()
     assert (model.name, model.dim, model.device) == (DEFAULT_MODEL, 384, "cpu")
+    assert loaded.load_mode == LOAD_IN_CHILD
     assert loaded.load_seconds is not None and loaded.load_seconds > 0
     assert loaded.warmup_seconds is not None and loaded.warmup_seconds > 0
     assert loaded.error is None
@@ -59,3 +61,21 @@ def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
     assert np.allclose(first[0], again[1]) and np.allclose(first[1], again[0])
     fresh = loaded.get().encode(["sports"], normalize=True)[0]
     assert np.allclose(again[0], fresh, atol=1e-5)
+
+
+def test_loading_runs_no_forward_pass(monkeypatch):
+    """The worker's main process may load (it forks afterwards) but must never run the model:
+    load() alone never calls encode; the dimension comes from the model's configuration."""
+    from inference_tasks import models
+
+    calls = []
+    original = models.SentenceTransformerEmbedder.encode
+    monkeypatch.setattr(
+        models.SentenceTransformerEmbedder, "encode", lambda self, *a, **k: calls.append(a) or original(self, *a, **k)
+    )
+    holder = ModelHolder()
+    holder.load(DEFAULT_MODEL, "cpu")
+    assert holder.get().dim == 384
+    assert calls == []
+    holder.warm_up()
+    assert len(calls) == 1 and holder.warmup_seconds is not None
