@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from celery import Celery
 from kombu import Exchange, Queue
 
+from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
 from inference_tasks.leases import LeaseRenewal
 from inference_tasks.monitoring import guard_flower
@@ -54,9 +55,10 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # JSON only, in and out: a pickled message would run code chosen by whoever can
         # write to Redis. Messages in any other content type are rejected, never decoded.
         "accept_content": ["json"],
-        "result_accept_content": ["json"],
+        # Results are plain JSON too, written and read with orjson (codec.py: big embeddings).
+        "result_accept_content": ["json", RESULT_CONTENT_TYPE],
         "task_serializer": "json",
-        "result_serializer": "json",
+        "result_serializer": RESULT_SERIALIZER,
         "event_serializer": "json",
         # Only the inference queue is declared, so a plain `celery -A inference_tasks worker`
         # never pulls training work into pinned children; `-Q training` creates that queue
@@ -105,6 +107,7 @@ class InferenceApp(Celery):
 
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings
+        register_result_codec()
         super().__init__(APP_NAME, include=TASK_MODULES)
         # A callable default is evaluated on first use of app.conf, not at import time.
         self.add_defaults(lambda: celery_conf(self.settings))

@@ -118,16 +118,21 @@ class WorkerProcess:
     redis_url: str
     app: InferenceApp
     process: subprocess.Popen | None = None
+    _log_offset: int = 0
 
     def launch(self, wait_ready: bool = True) -> WorkerProcess:
         """Start (or start again) the command, appending to its log; wait for 'ready' if asked."""
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.args, cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
+        return self.wait_ready() if wait_ready else self
+
+    def wait_ready(self) -> WorkerProcess:
+        """Wait until this launch logged 'ready.'; stop it and raise with its log if it never does."""
         deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
-        while wait_ready and " ready." not in self.log()[offset:]:
+        while " ready." not in self.log()[self._log_offset :]:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"worker {self.name} did not become ready:\n{self.log()[-4000:]}")
@@ -187,10 +192,14 @@ def start_worker(
     pool: str = "prefork",
     include: str | None = None,
     wait_ready: bool = True,
+    extra_env: Mapping[str, str] | None = None,
     **settings: object,
 ) -> WorkerProcess:
-    """Start a worker with INFERENCE_* settings given as keywords (concurrency=2, pin_threads="false")."""
-    env = clean_env(base_env, REDIS_URL=redis_url)
+    """Start a worker with INFERENCE_* settings given as keywords (concurrency=2, pin_threads="false").
+
+    `extra_env` adds other variables (e.g. OMP_NUM_THREADS for an unpinned worker in a benchmark).
+    """
+    env = clean_env(base_env, REDIS_URL=redis_url, **(extra_env or {}))
     env.update({f"INFERENCE_{key.upper()}": str(value) for key, value in settings.items()})
     log_dir.mkdir(parents=True, exist_ok=True)
     worker = WorkerProcess(

@@ -18,8 +18,8 @@ def test_wire_format_is_json_only():
     """Messages and results are JSON; no other content type is accepted."""
     conf = create_app(Settings()).conf
     assert conf.accept_content == ["json"]
-    assert conf.result_accept_content == ["json"]
-    assert (conf.task_serializer, conf.result_serializer) == ("json", "json")
+    assert conf.result_accept_content == ["json", "application/x-inference-json"]
+    assert (conf.task_serializer, conf.result_serializer) == ("json", "inference-json")
 
 
 def test_delivery_settings_never_lose_a_task_to_a_dead_child():

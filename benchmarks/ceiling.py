@@ -1,0 +1,38 @@
+"""The physical limit, for the benchmark: N processes x 1 thread calling encode directly, no transport.
+
+Kept apart from serving.py because a spawned pool process imports the module of its initializer:
+this one is small, and sets the thread variables before torch loads.
+"""
+
+from __future__ import annotations
+
+import os
+
+_model = None
+
+
+def start(model_name: str, pinned_threads: int) -> None:
+    """Pool initializer: pin every native pool, then load and warm up the model."""
+    global _model
+    from inference_tasks import threads
+
+    threads.set_thread_env(os.environ, pinned_threads)
+    threads.set_offline_env(os.environ)
+    import torch  # noqa: F401
+
+    from inference_tasks.models import ModelHolder
+
+    threads.limit_loaded_pools(pinned_threads)
+    holder = ModelHolder()
+    holder.load(model_name, "cpu")
+    holder.warm_up()
+    _model = holder.get()
+
+
+def encode(texts: list[str]) -> int:
+    """Embed one batch; return only its row count (the ceiling pays for no result transport)."""
+    return len(_model.encode(texts, normalize=True))
+
+
+def pid() -> int:
+    return os.getpid()

@@ -1,0 +1,240 @@
+"""Worker lifecycle benchmark: what a child costs to start and recycle, preloaded versus loaded in the child.
+
+Starts one redis-server and prefork workers (concurrency = cores) in both model modes
+(INFERENCE_PRELOAD_MODEL=true, the default, and false) at worker_max_tasks_per_child 3, 50 and
+unlimited, plus 3 without jitter, and drives each with the same closed-loop load, alternating
+configurations. From the workers' own log lines ("child ready N s after fork", task successes)
+it reports per configuration: throughput and its loss against unlimited in the same mode, how
+many children recycled, fork-to-ready and fork-to-first-task times, and how many recycles fell
+in the same second as another; then RSS, PSS and USS per child and for the whole worker.
+
+    .venv/bin/python benchmarks/lifecycle.py                # ~6 minutes here
+    .venv/bin/python benchmarks/lifecycle.py --quick        # smoke size
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.serving import make_batches, stop_cleanly_on_term
+from inference_tasks import localstack
+from inference_tasks.config import available_cores
+from inference_tasks.routing import EMBED_TASK
+
+RESULT_TIMEOUT_S = 600
+LINE = re.compile(r"^\[(?P<ts>[\d-]+ [\d:,]+): \w+/(?P<proc>ForkPoolWorker-\d+)\] (?P<msg>.*)$")
+READY = re.compile(r"child ready (?P<after>[\d.]+) s after fork \(model (?P<mode>[\w-]+), load (?P<load>[\d.]+) s")
+SUCCEEDED = re.compile(r"Task [\w.]+\[[0-9a-f-]+\] succeeded in (?P<runtime>[\d.e-]+)s")
+
+
+def log_events(log: str, since: float, until: float) -> dict[str, dict]:
+    """Per child process name: fork time, ready time, load seconds, first task start, within [since, until]."""
+    children: dict[str, dict] = {}
+    for line in log.splitlines():
+        match = LINE.match(line)
+        if not match:
+            continue
+        at = datetime.strptime(match["ts"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        child = children.setdefault(match["proc"], {})
+        if ready := READY.search(match["msg"]):
+            child.update(ready_at=at, forked_at=at - float(ready["after"]), ready_s=float(ready["after"]))
+            child["load_s"] = float(ready["load"])
+        elif (done := SUCCEEDED.search(match["msg"])) and "first_task_at" not in child:
+            child["first_task_at"] = at - float(done["runtime"])
+    return {name: c for name, c in children.items() if "forked_at" in c and since <= c["forked_at"] <= until}
+
+
+def drive(worker: localstack.WorkerProcess, batches: list[list[str]], producers: int) -> tuple[float, float, float]:
+    """Closed-loop producers send every batch once; (start, end) wall-clock times and failures."""
+    order = itertools.count()
+    failures = [0]
+
+    def produce() -> None:
+        app = localstack.producer_app(worker.redis_url)
+        while (index := next(order)) < len(batches):
+            result = app.send_task(EMBED_TASK, args=[batches[index]])
+            try:
+                if len(result.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) != len(batches[index]):
+                    failures[0] += 1
+            except Exception:  # noqa: BLE001 - counted; a lost or failed task is a finding, not a crash
+                failures[0] += 1
+
+    threads = [threading.Thread(target=produce) for _ in range(producers)]
+    started = time.time()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return started, time.time(), failures[0]
+
+
+def memory(worker: localstack.WorkerProcess) -> dict:
+    """RSS, PSS and USS of each child and of the whole worker (main process included), MiB."""
+    parent = psutil.Process(worker.process.pid)
+    children = parent.children()
+    rows = [child.memory_full_info() for child in children]
+    whole = [*rows, parent.memory_full_info()]
+    mib = 2**20
+    return {
+        "children": len(children),
+        "child_rss_mib": statistics.fmean(r.rss for r in rows) / mib,
+        "child_pss_mib": statistics.fmean(r.pss for r in rows) / mib,
+        "child_uss_mib": statistics.fmean(r.uss for r in rows) / mib,
+        "worker_rss_mib": sum(r.rss for r in whole) / mib,
+        "worker_pss_mib": sum(r.pss for r in whole) / mib,
+        "worker_uss_mib": sum(r.uss for r in whole) / mib,
+    }
+
+
+def same_second_share(fork_times: list[float]) -> tuple[int, float]:
+    """Most recycles whose forks fall in one 1-second window, and the share with a neighbour within 1 s."""
+    times = sorted(fork_times)
+    if not times:
+        return 0, 0.0
+    most = max(sum(1 for t in times if start <= t < start + 1.0) for start in times)
+    close = sum(1 for i, t in enumerate(times) if any(abs(t - u) < 1.0 for j, u in enumerate(times) if j != i))
+    return most, close / len(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200, help="requests per run")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per request")
+    parser.add_argument("--producers", type=int, default=10)
+    parser.add_argument("--limits", default="3,50,0", help="worker_max_tasks_per_child values (0 = never)")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--quick", action="store_true", help="smoke size")
+    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "lifecycle.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests, args.batch, args.producers, args.limits = 12, 4, 3, "3,0"
+    stop_cleanly_on_term()
+    cores = available_cores()
+    limits = [int(limit) for limit in args.limits.split(",")]
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="bench-lifecycle-"))
+    server = localstack.start_redis(work / "redis")
+    databases = itertools.count(1)
+    configs = []  # (name, preload, limit, jitter)
+    for limit in limits:
+        for preload in (True, False):
+            configs.append((f"{'preloaded' if preload else 'in-child'}-{limit or 'unlimited'}", preload, limit, None))
+    if 3 in limits:
+        configs.append(("preloaded-3-no-jitter", True, 3, 0.0))
+    workers: dict[str, localstack.WorkerProcess] = {}
+    rows = []
+    memory_rows = {}
+    try:
+        for name, preload, limit, jitter in configs:
+            options: dict[str, object] = {"concurrency": cores, "preload_model": str(preload).lower()}
+            options["max_tasks_per_child"] = limit
+            if jitter is not None:
+                options["max_tasks_per_child_jitter"] = jitter
+            workers[name] = localstack.start_worker(
+                name, server.url(next(databases)), work, os.environ, wait_ready=False, **options
+            )
+        for worker in workers.values():
+            worker.wait_ready()
+        warm = make_batches(cores * 2, args.batch, args.seed + 1)
+        for worker in workers.values():
+            drive(worker, warm, cores)
+        print(f"{len(workers)} workers up and warm in {time.perf_counter() - started:.0f} s on {cores} cores")
+        for name in ("preloaded-unlimited", "in-child-unlimited"):  # idle, warm, before any load
+            if name in workers:
+                memory_rows[name] = memory(workers[name])
+        batches = make_batches(args.requests, args.batch, args.seed)
+        for name, preload, limit, jitter in configs:
+            begin, end, failures = drive(workers[name], batches, args.producers)
+            wall = end - begin
+            children = log_events(workers[name].log(), begin, end)
+            ready = [c["ready_s"] for c in children.values()]
+            first = [c["first_task_at"] - c["forked_at"] for c in children.values() if "first_task_at" in c]
+            most, share = same_second_share([c["forked_at"] for c in children.values()])
+            rows.append(
+                {
+                    "config": name,
+                    "preload": preload,
+                    "max_tasks_per_child": limit or None,
+                    "jitter": 0.25 if jitter is None else jitter,
+                    "requests": args.requests,
+                    "failures": failures,
+                    "wall_s": wall,
+                    "requests_per_s": args.requests / wall,
+                    "recycles": len(children),
+                    "fork_to_ready_mean_s": statistics.fmean(ready) if ready else None,
+                    "fork_to_ready_max_s": max(ready) if ready else None,
+                    "fork_to_first_task_mean_s": statistics.fmean(first) if first else None,
+                    "most_recycles_in_one_second": most,
+                    "share_recycled_within_1s_of_another": share,
+                }
+            )
+            print(f"  {name}: {rows[-1]['requests_per_s']:.2f} req/s, {len(children)} recycles", flush=True)
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+
+    for row in rows:
+        mode = "preloaded" if row["preload"] else "in-child"
+        unlimited = next((r for r in rows if r["config"] == f"{mode}-unlimited"), None)
+        if unlimited:
+            row["loss_vs_unlimited"] = 1 - row["requests_per_s"] / unlimited["requests_per_s"]
+            extra = row["wall_s"] - unlimited["wall_s"]
+            row["lost_s_per_recycle"] = extra / row["recycles"] if row["recycles"] else None
+
+    def fmt(value: object, spec: str) -> str:
+        return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+    print(f"\nRecycling under load ({args.producers} producers, {args.batch} sentences per request, {cores} children)")
+    print("config                     req/s   loss  recycles  fork->ready mean/max  fork->1st task  max/1s  within 1s")
+    for row in rows:
+        print(
+            f"{row['config']:<25} {row['requests_per_s']:6.2f} {fmt(row.get('loss_vs_unlimited'), '6.1%')} "
+            f"{row['recycles']:>9} {fmt(row['fork_to_ready_mean_s'], '9.2f')} / "
+            f"{fmt(row['fork_to_ready_max_s'], '5.2f')}"
+            f"   {fmt(row['fork_to_first_task_mean_s'], '12.2f')} {row['most_recycles_in_one_second']:>8} "
+            f"{row['share_recycled_within_1s_of_another']:>9.0%}"
+            + (f"  FAILURES {row['failures']}" if row["failures"] else "")
+        )
+    print("\nMemory, warm and idle (MiB): child RSS / PSS / USS (mean), whole worker RSS / PSS / USS")
+    for name, mem in memory_rows.items():
+        print(
+            f"{name:<25} {mem['child_rss_mib']:6.0f} / {mem['child_pss_mib']:5.0f} / {mem['child_uss_mib']:5.0f}"
+            f"    {mem['worker_rss_mib']:6.0f} / {mem['worker_pss_mib']:5.0f} / {mem['worker_uss_mib']:5.0f}"
+        )
+    total_s = time.perf_counter() - started
+    print(f"\ntotal {total_s:.0f} s")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "command": " ".join(["benchmarks/lifecycle.py", *sys.argv[1:]]),
+        "cores": cores,
+        "producers": args.producers,
+        "batch_sentences": args.batch,
+        "total_s": total_s,
+        "recycling": rows,
+        "memory": memory_rows,
+    }
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"results: {args.out}")
+    if any(row["failures"] for row in rows):
+        sys.exit("some requests failed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,600 @@
+"""Serving benchmark: the HTTP hop this project replaces versus our Celery workers, side by side.
+
+Starts every configuration once (redis-server, two FastAPI/Uvicorn services, Celery workers, a
+process pool), then runs them in one sitting, alternating configurations at each load level so
+drift of this shared machine hits all alike, on the same seeded 64-sentence batches:
+
+- http-default: FastAPI + Uvicorn, sync /embed, the libraries' default threading;
+- http-pinned: the same service with every native pool at 1 thread;
+- celery-unpinned: our prefork worker with INFERENCE_PIN_THREADS=false (the oversubscribed control);
+- celery: our prefork worker as shipped (concurrency = cores, pinned, model preloaded);
+- ceiling: cores x 1-thread processes calling encode directly, no transport at all.
+
+Closed-loop producers (each waits for its answer, then sends the next) at each level; then the
+oversubscription runs (per-request native threads forced to what default threading gives on
+bigger hosts) and single-producer latency. Prints tables and the ratios; writes JSON.
+
+    .venv/bin/python benchmarks/serving.py                 # the documented run, ~8 minutes here
+    .venv/bin/python benchmarks/serving.py --quick         # a smoke run of every code path
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import itertools
+import json
+import multiprocessing
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import ceiling
+from inference_tasks import localstack
+from inference_tasks.config import DEFAULT_MODEL, available_cores
+from inference_tasks.routing import EMBED_TASK
+
+RESULT_TIMEOUT_S = 600
+SERVICE_START_TIMEOUT_S = 180
+SAMPLE_INTERVAL_S = 0.1
+DATA = localstack.REPO_ROOT / "data" / "support_tickets.jsonl"
+Client = Callable[[list[str]], None]
+
+
+def make_batches(count: int, size: int, seed: int) -> list[list[str]]:
+    """`count` batches of `size` realistic sentences (support messages), the same for a given seed."""
+    texts = [json.loads(line)["text"] for line in DATA.open(encoding="utf-8")]
+    rng = random.Random(seed)
+    return [rng.sample(texts, size) if size <= len(texts) else rng.choices(texts, k=size) for _ in range(count)]
+
+
+class Target:
+    """One serving configuration: how to start it, which processes serve, and a client per producer."""
+
+    name: str
+
+    def root_pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def client(self) -> Client:
+        raise NotImplementedError
+
+    def wait_ready(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def processes(self) -> list[psutil.Process]:
+        found = []
+        for pid in self.root_pids():
+            try:
+                root = psutil.Process(pid)
+                found += [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
+
+class HttpTarget(Target):
+    """benchmarks/http_service.py under Uvicorn (one process, FastAPI's thread pool for sync endpoints)."""
+
+    def __init__(self, name: str, threads: int | None, workdir: Path) -> None:
+        self.name = name
+        self.port = localstack.free_port()
+        env = localstack.clean_env(os.environ)
+        if threads is not None:
+            env["BENCH_THREADS"] = str(threads)
+        args = [sys.executable, "-m", "uvicorn", "benchmarks.http_service:app", "--host", "127.0.0.1"]
+        args += ["--port", str(self.port), "--workers", "1", "--log-level", "warning", "--no-access-log"]
+        self.log_path = workdir / f"{name}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                args, cwd=localstack.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def root_pids(self) -> list[int]:
+        return [self.process.pid]
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + SERVICE_START_TIMEOUT_S
+        while True:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                connection.request("GET", "/health")
+                if connection.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not start:\n{self.log_path.read_text()[-3000:]}")
+            time.sleep(0.3)
+
+    def client(self) -> Client:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=RESULT_TIMEOUT_S)
+
+        def call(batch: list[str]) -> None:
+            connection.request("POST", "/embed", json.dumps({"texts": batch}), {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            body = json.loads(response.read())
+            if response.status != 200 or len(body["embeddings"]) != len(batch):
+                raise RuntimeError(f"{self.name}: HTTP {response.status}")
+
+        return call
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+class CeleryTarget(Target):
+    """A real `celery -A inference_tasks worker` on its own Redis database; one producer app per client."""
+
+    def __init__(
+        self,
+        name: str,
+        redis_url: str,
+        workdir: Path,
+        cores: int,
+        pinned: bool,
+        threads: int | None = None,
+        include: str | None = None,
+    ) -> None:
+        self.name = name
+        options: dict[str, object] = {"concurrency": cores, "pin_threads": str(pinned).lower()}
+        if threads is not None:
+            # torch ignores OMP_NUM_THREADS above the core count; the trainer profile's thread
+            # setting applies N to every pool (env and runtime) in each of the `cores` children.
+            options.update(profile="trainer", trainer_threads=threads)
+        self.worker = localstack.start_worker(
+            name, redis_url, workdir, os.environ, wait_ready=False, include=include, **options
+        )
+
+    def root_pids(self) -> list[int]:
+        return [self.worker.process.pid]
+
+    def wait_ready(self) -> None:
+        self.worker.wait_ready()
+
+    def client(self) -> Client:
+        app = localstack.producer_app(self.worker.redis_url)
+
+        def call(batch: list[str]) -> None:
+            result = app.send_task(EMBED_TASK, args=[batch]).get(timeout=RESULT_TIMEOUT_S)
+            if len(result["embeddings"]) != len(batch):
+                raise RuntimeError(f"{self.name}: wrong number of vectors")
+
+        return call
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+
+class CeilingTarget(Target):
+    """`cores` spawned processes x 1 thread, each calling encode on whole batches (benchmarks/ceiling.py)."""
+
+    def __init__(self, name: str, cores: int) -> None:
+        self.name = name
+        self.cores = cores
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=cores,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=ceiling.start,
+            initargs=(DEFAULT_MODEL, 1),
+        )
+        self._pids: list[int] = []
+
+    def root_pids(self) -> list[int]:
+        return self._pids
+
+    def wait_ready(self) -> None:
+        pids: set[int] = set()
+        deadline = time.monotonic() + SERVICE_START_TIMEOUT_S
+        while len(pids) < self.cores and time.monotonic() < deadline:
+            # Blocking calls keep every process busy, so the pool spawns all of them.
+            futures = [self.pool.submit(_sleep_and_pid) for _ in range(self.cores * 2)]
+            pids |= {future.result(timeout=SERVICE_START_TIMEOUT_S) for future in futures}
+        self._pids = sorted(pids)
+
+    def client(self) -> Client:
+        def call(batch: list[str]) -> None:
+            if self.pool.submit(ceiling.encode, batch).result(timeout=RESULT_TIMEOUT_S) != len(batch):
+                raise RuntimeError("ceiling: wrong number of vectors")
+
+        return call
+
+    def stop(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _sleep_and_pid() -> int:
+    time.sleep(0.2)
+    return ceiling.pid()
+
+
+@dataclass
+class Sampler:
+    """Peak OS threads and peak RSS of a target's processes, sampled every SAMPLE_INTERVAL_S."""
+
+    target: Target
+    peak_threads: int = 0
+    peak_rss: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            threads = rss = 0
+            for process in self.target.processes():
+                try:
+                    threads += process.num_threads()
+                    rss += process.memory_info().rss
+                except psutil.NoSuchProcess:
+                    continue
+            self.peak_threads = max(self.peak_threads, threads)
+            self.peak_rss = max(self.peak_rss, rss)
+            self._stop.wait(SAMPLE_INTERVAL_S)
+
+    def __enter__(self) -> Sampler:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cpu_seconds(processes: Sequence[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def pss_bytes(processes: Sequence[psutil.Process]) -> int:
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_full_info().pss
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def run(target: Target, batches: list[list[str]], producers: int, redis: psutil.Process | None) -> dict:
+    """Closed-loop producers send every batch once; throughput, latency and what the servers used."""
+    clients = [target.client() for _ in range(producers)]
+    order = itertools.count()
+    latencies: list[float] = [0.0] * len(batches)
+    errors: list[str] = []
+
+    def produce(client: Client) -> None:
+        while (index := next(order)) < len(batches):
+            started = time.perf_counter()
+            try:
+                client(batches[index])
+            except Exception as exc:  # noqa: BLE001 - counted and reported; the run goes on
+                errors.append(f"{type(exc).__name__}: {exc}")
+            latencies[index] = time.perf_counter() - started
+
+    processes = target.processes()
+    cpu_before = cpu_seconds(processes)
+    redis_before = cpu_seconds([redis]) if redis else 0.0
+    # The producers (this process) share the machine's cores with the servers: what they use
+    # is reported too (JSON decoding of results, Celery's client side, the sampler).
+    client_before = cpu_seconds([psutil.Process()])
+    with Sampler(target) as sampler:
+        started = time.perf_counter()
+        threads = [threading.Thread(target=produce, args=(client,)) for client in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - started
+    processes = target.processes()
+    return {
+        "config": target.name,
+        "producers": producers,
+        "requests": len(batches),
+        "sentences": sum(len(batch) for batch in batches),
+        "errors": errors,
+        "wall_s": wall,
+        "latencies": latencies,
+        "peak_os_threads": sampler.peak_threads,
+        "cpu_s": cpu_seconds(processes) - cpu_before,
+        "redis_cpu_s": (cpu_seconds([redis]) - redis_before) if redis else None,
+        "client_cpu_s": cpu_seconds([psutil.Process()]) - client_before,
+        "peak_rss_mib": sampler.peak_rss / 2**20,
+        "pss_mib_after": pss_bytes(processes) / 2**20,
+    }
+
+
+def combine(parts: list[dict]) -> dict:
+    """One table row from one or more runs of a configuration at one producer count."""
+    latencies = sorted(latency for part in parts for latency in part["latencies"])
+    wall = sum(part["wall_s"] for part in parts)
+    requests = sum(part["requests"] for part in parts)
+    errors = [error for part in parts for error in part["errors"]]
+    redis_cpu = [part["redis_cpu_s"] for part in parts if part["redis_cpu_s"] is not None]
+    return {
+        "config": parts[0]["config"],
+        "producers": parts[0]["producers"],
+        "rounds": len(parts),
+        "requests": requests,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "wall_s": wall,
+        "requests_per_s": requests / wall,
+        "sentences_per_s": sum(part["sentences"] for part in parts) / wall,
+        "requests_per_s_by_round": [part["requests"] / part["wall_s"] for part in parts],
+        "latency_mean_s": statistics.fmean(latencies),
+        "latency_p50_s": latencies[len(latencies) // 2],
+        "latency_p95_s": latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))],
+        "peak_os_threads": max(part["peak_os_threads"] for part in parts),
+        "cpu_s": sum(part["cpu_s"] for part in parts),
+        "cpu_s_per_request": sum(part["cpu_s"] for part in parts) / requests,
+        "redis_cpu_s": sum(redis_cpu) if redis_cpu else None,
+        "client_cpu_s": sum(part["client_cpu_s"] for part in parts),
+        "peak_rss_mib": max(part["peak_rss_mib"] for part in parts),
+        "pss_mib_after": parts[-1]["pss_mib_after"],
+    }
+
+
+TABLE_COLUMNS = (
+    ("config", "{:<22}"),
+    ("producers", "{:>4}"),
+    ("requests_per_s", "{:>7.2f}"),
+    ("sentences_per_s", "{:>7.1f}"),
+    ("latency_mean_s", "{:>7.2f}"),
+    ("latency_p50_s", "{:>7.2f}"),
+    ("latency_p95_s", "{:>7.2f}"),
+    ("peak_os_threads", "{:>6}"),
+    ("cpu_s", "{:>7.1f}"),
+    ("peak_rss_mib", "{:>7.0f}"),
+    ("vs_http_default", "{:>6.2f}"),
+    ("vs_ceiling", "{:>6.2f}"),
+)
+HEADER = "config                  prod   req/s  sent/s  mean s   p50 s   p95 s threads   cpu s RSS MiB  /http /ceil"
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n{title}\n{HEADER}")
+    for row in rows:
+        cells = []
+        for key, fmt in TABLE_COLUMNS:
+            value = row.get(key)
+            cells.append(fmt.format(value) if value is not None else " " * len(fmt.format(0)))
+        print(" ".join(cells) + ("  ERRORS: " + str(row["errors"]) if row["errors"] else ""))
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """Throughput ratios against http-default and ceiling measured at the same producer count."""
+    by_level: dict[int, dict[str, dict]] = {}
+    for row in rows:
+        by_level.setdefault(row["producers"], {})[row["config"]] = row
+    for row in rows:
+        level = by_level[row["producers"]]
+        for reference, key in (("http-default", "vs_http_default"), ("ceiling", "vs_ceiling")):
+            if reference in level:
+                row[key] = row["requests_per_s"] / level[reference]["requests_per_s"]
+
+
+def stop_cleanly_on_term() -> None:
+    """SIGTERM (timeout, kill) unwinds like Ctrl-C, so the finally blocks stop every server started."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+def rotated(items: Sequence, shift: int) -> list:
+    shift %= len(items)
+    return [*items[shift:], *items[:shift]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="10,20,40", help="concurrent producers for the main comparison")
+    parser.add_argument("--requests", type=int, default=32, help="requests per run below 40 producers")
+    parser.add_argument("--requests-40", type=int, default=48, help="requests per run at 40 producers or more")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds at the first level")
+    parser.add_argument("--batch", type=int, default=64, help="sentences per request")
+    parser.add_argument("--oversub", default="8,16,24", help="forced per-request threads ('' to skip)")
+    parser.add_argument("--oversub-requests", type=int, default=16, help="requests per oversubscription run")
+    parser.add_argument("--low-load-requests", type=int, default=6, help="sequential requests, one producer")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--quick", action="store_true", help="smoke size: every path, a few tiny requests")
+    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "serving.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.levels, args.requests, args.requests_40, args.batch = "2", 4, 4, 4
+        args.oversub, args.oversub_requests, args.low_load_requests = "3", 2, 2
+    stop_cleanly_on_term()
+    levels = [int(level) for level in args.levels.split(",")]
+    oversub = [int(t) for t in args.oversub.split(",") if t.strip()]
+    cores = available_cores()
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="bench-serving-"))
+    server = localstack.start_redis(work / "redis")
+    redis_process = psutil.Process(server.process.pid)
+    databases = itertools.count(1)
+    targets: dict[str, Target] = {}
+    try:
+        # Everything starts at once (imports overlap), then idles while the others run.
+        targets["http-default"] = HttpTarget("http-default", None, work)
+        targets["http-pinned"] = HttpTarget("http-pinned", 1, work)
+        targets["celery-unpinned"] = CeleryTarget(
+            "celery-unpinned", server.url(next(databases)), work, cores, False, None
+        )
+        targets["celery"] = CeleryTarget("celery", server.url(next(databases)), work, cores, True)
+        targets["celery-adaptive"] = CeleryTarget(
+            "celery-adaptive", server.url(next(databases)), work, cores, True, include="benchmarks.adaptive_threads"
+        )
+        for threads in oversub:
+            name = f"http-default-{threads}t"
+            targets[name] = HttpTarget(name, threads, work)
+            name = f"celery-unpinned-{threads}t"
+            targets[name] = CeleryTarget(name, server.url(next(databases)), work, cores, False, threads)
+        targets["ceiling"] = CeilingTarget("ceiling", cores)
+        for target in targets.values():
+            target.wait_ready()
+        warm = make_batches(cores * 2, args.batch, seed=args.seed + 1)
+        for target in targets.values():  # every child loaded and warm before anything is timed
+            run(target, warm, cores * 2, None)
+        startup_s = time.perf_counter() - started
+        print(f"{len(targets)} configurations up and warm in {startup_s:.0f} s on {cores} cores", flush=True)
+
+        main_configs = ["http-default", "http-pinned", "celery-unpinned", "celery", "ceiling"]
+        main_rows = []
+        for shift, level in enumerate(levels):
+            count = args.requests_40 if level >= 40 else args.requests
+            batches = make_batches(count, args.batch, args.seed)
+            # The adaptive-threads experiment only where it matters: the first level and low load.
+            configs = main_configs + (["celery-adaptive"] if shift == 0 else [])
+            rounds = args.rounds if shift == 0 else 1
+            parts: dict[str, list[dict]] = {name: [] for name in configs}
+            for round_index in range(rounds):
+                # Rotated at each level and reversed every other round: no configuration always
+                # runs first or last while the machine drifts.
+                order = rotated(configs, shift + round_index)
+                for name in order if round_index % 2 == 0 else order[::-1]:
+                    redis = redis_process if name.startswith("celery") else None
+                    parts[name].append(run(targets[name], batches, level, redis))
+                    rate = parts[name][-1]["requests"] / parts[name][-1]["wall_s"]
+                    print(f"  {name} at {level} producers: {rate:.2f} req/s", flush=True)
+            main_rows += [combine(parts[name]) for name in configs]
+        add_ratios(main_rows)
+        order = [*main_configs, "celery-adaptive"]
+        main_rows.sort(key=lambda row: (row["producers"], order.index(row["config"])))
+        print_table(f"Main comparison ({args.batch} sentences per request)", main_rows)
+
+        oversub_rows = []
+        if oversub:
+            batches = make_batches(args.oversub_requests, args.batch, args.seed)
+            level = levels[0]
+            names = ["http-default", "celery", "http-pinned", "celery-unpinned"]
+            names += [f"{kind}-{t}t" for t in oversub for kind in ("http-default", "celery-unpinned")]
+            for name in names:
+                redis = redis_process if name.startswith("celery") else None
+                oversub_rows.append(combine([run(targets[name], batches, level, redis)]))
+                print(f"  {name} at {level} producers: {oversub_rows[-1]['requests_per_s']:.2f} req/s", flush=True)
+            add_ratios(oversub_rows)
+            print_table(f"Oversubscription: forced per-request threads, {level} producers", oversub_rows)
+
+        low_rows = []
+        batches = make_batches(args.low_load_requests, args.batch, args.seed)
+        for name in ("http-default", "http-pinned", "celery", "celery-unpinned", "celery-adaptive", "ceiling"):
+            redis = redis_process if name.startswith("celery") else None
+            low_rows.append(combine([run(targets[name], batches, 1, redis)]))
+        add_ratios(low_rows)
+        print_table("Low load: one producer, one request at a time", low_rows)
+    finally:
+        for target in targets.values():
+            try:
+                target.stop()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the others
+                print(f"stopping {target.name}: {exc}", file=sys.stderr)
+        server.process.terminate()
+        server.process.wait(timeout=10)
+
+    summary = summarise(main_rows, oversub_rows, low_rows, levels[0])
+    print("\nTargets and ratios (same run):")
+    for line in summary["lines"]:
+        print(f"  {line}")
+    total_s = time.perf_counter() - started
+    print(f"\ntotal {total_s:.0f} s")
+    errors = sum(row["errors"] for row in [*main_rows, *oversub_rows, *low_rows])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(["benchmarks/serving.py", *sys.argv[1:]]),
+                "cores": cores,
+                "batch_sentences": args.batch,
+                "seed": args.seed,
+                "startup_s": startup_s,
+                "total_s": total_s,
+                "errors": errors,
+                "main": main_rows,
+                "oversubscription": oversub_rows,
+                "low_load": low_rows,
+                "summary": summary,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"results: {args.out}")
+    if errors:
+        sys.exit(f"{errors} requests failed")
+
+
+def summarise(main_rows: list[dict], oversub_rows: list[dict], low_rows: list[dict], level: int) -> dict:
+    """The issue's targets as ratios from this run."""
+
+    def row(rows: list[dict], config: str, producers: int) -> dict | None:
+        return next((r for r in rows if r["config"] == config and r["producers"] == producers), None)
+
+    lines = []
+    figures: dict[str, float] = {}
+    celery, ceiling_row, http = (row(main_rows, name, level) for name in ("celery", "ceiling", "http-default"))
+    if celery and ceiling_row and http:
+        figures["celery_vs_ceiling"] = celery["requests_per_s"] / ceiling_row["requests_per_s"]
+        figures["celery_vs_http_default"] = celery["requests_per_s"] / http["requests_per_s"]
+        best_http = max(
+            r["requests_per_s"] for r in main_rows if r["producers"] == level and r["config"].startswith("http")
+        )
+        figures["celery_vs_best_http"] = celery["requests_per_s"] / best_http
+        lines.append(f"celery / ceiling at {level} producers: {figures['celery_vs_ceiling']:.3f} (target >= 0.95)")
+        lines.append(
+            f"celery / http-default at {level}: {figures['celery_vs_http_default']:.3f}; "
+            f"/ best HTTP: {figures['celery_vs_best_http']:.3f}"
+        )
+    for r in oversub_rows:
+        if re.search(r"-\d+t$", r["config"]):
+            pinned = row(oversub_rows, "celery" if r["config"].startswith("celery") else "http-pinned", level)
+            if pinned:
+                key = f"{r['config']}_vs_pinned"
+                figures[key] = r["requests_per_s"] / pinned["requests_per_s"]
+                lines.append(
+                    f"{r['config']}: {figures[key]:.2f}x the pinned throughput, p95 {r['latency_p95_s']:.2f} s "
+                    f"vs {pinned['latency_p95_s']:.2f} s, {r['peak_os_threads']} threads vs {pinned['peak_os_threads']}"
+                )
+    low_celery, low_http = row(low_rows, "celery", 1), row(low_rows, "http-default", 1)
+    if low_celery and low_http:
+        ratio = low_celery["latency_mean_s"] / low_http["latency_mean_s"]
+        figures["low_load_latency_celery_vs_http_default"] = ratio
+        lines.append(
+            f"one producer: celery {low_celery['latency_mean_s']:.2f} s vs http-default "
+            f"{low_http['latency_mean_s']:.2f} s mean latency ({ratio:.2f}x)"
+        )
+    adaptive, adaptive_low = row(main_rows, "celery-adaptive", level), row(low_rows, "celery-adaptive", 1)
+    if adaptive and celery and adaptive_low and low_celery:
+        figures["adaptive_vs_celery_throughput"] = adaptive["requests_per_s"] / celery["requests_per_s"]
+        figures["adaptive_vs_celery_low_load_latency"] = adaptive_low["latency_mean_s"] / low_celery["latency_mean_s"]
+        lines.append(
+            f"adaptive threads: throughput at {level} producers {figures['adaptive_vs_celery_throughput']:.2f}x "
+            f"pinned, one-producer latency {adaptive_low['latency_mean_s']:.2f} s vs "
+            f"{low_celery['latency_mean_s']:.2f} s ({figures['adaptive_vs_celery_low_load_latency']:.2f}x)"
+        )
+    return {"figures": figures, "lines": lines}
+
+
+if __name__ == "__main__":
+    main()

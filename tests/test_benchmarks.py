@@ -1,0 +1,96 @@
+"""The benchmark harnesses at smoke size (so they cannot rot), and their pure helpers.
+
+No timing is asserted here: the figures are for docs/benchmarks.md, measured side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+
+import pytest
+from conftest import REPO_ROOT, clean_env
+
+from benchmarks.lifecycle import log_events, same_second_share
+from benchmarks.serving import make_batches
+
+
+def test_batches_are_realistic_and_reproducible():
+    first, again = make_batches(3, 64, seed=5), make_batches(3, 64, seed=5)
+    assert first == again
+    assert [len(batch) for batch in first] == [64, 64, 64]
+    assert make_batches(3, 64, seed=6) != first
+    assert all(len(text.split()) >= 4 for batch in first for text in batch)
+
+
+def test_recycles_in_the_same_second_are_counted():
+    assert same_second_share([]) == (0, 0.0)
+    assert same_second_share([10.0, 10.4, 20.0, 35.0]) == (2, 0.5)
+    assert same_second_share([1.0, 5.0, 9.0]) == (1, 0.0)
+
+
+def test_worker_log_lines_give_fork_ready_and_first_task_times():
+    log = "\n".join(
+        [
+            "[2026-11-29 14:06:55,391: INFO/ForkPoolWorker-1] child ready 0.23 s after fork "
+            "(model preloaded, load 0.00 s, warm-up 0.204 s)",
+            "[2026-11-29 14:06:56,000: INFO/ForkPoolWorker-1] Task inference.embed[0b4c1d2e-aaaa-bbbb-cccc-01234567"
+            "89ab] succeeded in 0.5s: {'model': 'x'}",
+            "[2026-11-29 14:06:57,000: INFO/ForkPoolWorker-1] Task inference.embed[1b4c1d2e-aaaa-bbbb-cccc-01234567"
+            "89ab] succeeded in 0.5s: {'model': 'x'}",
+            "[2026-11-29 14:06:50,000: INFO/ForkPoolWorker-0] child ready 0.5 s after fork "
+            "(model in-child, load 0.40 s, warm-up 0.05 s)",
+        ]
+    )
+    ready_at = datetime(2026, 11, 29, 14, 6, 55, 391000).timestamp()
+    children = log_events(log, since=ready_at - 1, until=ready_at)
+    assert list(children) == ["ForkPoolWorker-1"]  # the other child forked before the window
+    child = children["ForkPoolWorker-1"]
+    assert child["ready_s"] == 0.23 and child["load_s"] == 0.0
+    assert child["forked_at"] == pytest.approx(ready_at - 0.23)
+    assert child["first_task_at"] == pytest.approx(ready_at + 0.609 - 0.5)
+
+
+def _run(script: str, out) -> dict:
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", "--quick", "--out", str(out)],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_serving_harness_runs_every_configuration(tmp_path):
+    """Every configuration answers every request; threads are sampled from the real processes."""
+    report = _run("serving.py", tmp_path / "serving.json")
+    assert report["errors"] == 0
+    configs = {row["config"] for row in report["main"]}
+    assert configs == {"http-default", "http-pinned", "celery-unpinned", "celery", "celery-adaptive", "ceiling"}
+    for row in [*report["main"], *report["oversubscription"], *report["low_load"]]:
+        assert row["requests_per_s"] > 0 and row["peak_os_threads"] > 0 and row["cpu_s"] > 0
+    oversub = {row["config"]: row for row in report["oversubscription"]}
+    # Forcing 3 threads per request must show up as more threads than the pinned worker runs.
+    assert oversub["celery-unpinned-3t"]["peak_os_threads"] > oversub["celery"]["peak_os_threads"]
+    assert oversub["http-default-3t"]["peak_os_threads"] > oversub["http-pinned"]["peak_os_threads"]
+    assert "celery_vs_ceiling" in report["summary"]["figures"]
+
+
+@pytest.mark.slow
+def test_lifecycle_harness_sees_recycles(tmp_path):
+    """With max 3 tasks per child, 12 requests on 2 children recycle children; nothing fails."""
+    report = _run("lifecycle.py", tmp_path / "lifecycle.json")
+    rows = {row["config"]: row for row in report["recycling"]}
+    assert all(row["failures"] == 0 for row in rows.values())
+    for name in ("preloaded-3", "in-child-3", "preloaded-3-no-jitter"):
+        assert rows[name]["recycles"] >= 2, rows[name]
+        assert rows[name]["fork_to_ready_mean_s"] is not None
+    assert rows["preloaded-unlimited"]["recycles"] == 0
+    memory = report["memory"]
+    assert memory["preloaded-unlimited"]["child_uss_mib"] < memory["in-child-unlimited"]["child_uss_mib"]
