@@ -74,7 +74,7 @@ def drive(worker: localstack.WorkerProcess, batches: list[list[str]], producers:
             except Exception:  # noqa: BLE001 - counted; a lost or failed task is a finding, not a crash
                 failures[0] += 1
 
-    threads = [threading.Thread(target=produce) for _ in range(producers)]
+    threads = [threading.Thread(target=produce, daemon=True) for _ in range(producers)]
     started = time.time()
     for thread in threads:
         thread.start()

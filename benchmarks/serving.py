@@ -8,6 +8,7 @@ drift of this shared machine hits all alike, on the same seeded 64-sentence batc
 - http-pinned: the same service with every native pool at 1 thread;
 - celery-unpinned: our prefork worker with INFERENCE_PIN_THREADS=false (the oversubscribed control);
 - celery: our prefork worker as shipped (concurrency = cores, pinned, model preloaded);
+- celery-adaptive: the same with INFERENCE_ADAPTIVE_THREADS=true (idle siblings' cores lent);
 - ceiling: cores x 1-thread processes calling encode directly, no transport at all.
 
 Closed-loop producers (each waits for its answer, then sends the next) at each level; then the
@@ -153,17 +154,17 @@ class CeleryTarget(Target):
         cores: int,
         pinned: bool,
         threads: int | None = None,
-        include: str | None = None,
+        adaptive: bool = False,
     ) -> None:
         self.name = name
         options: dict[str, object] = {"concurrency": cores, "pin_threads": str(pinned).lower()}
+        if adaptive:
+            options["adaptive_threads"] = "true"
         if threads is not None:
             # torch ignores OMP_NUM_THREADS above the core count; the trainer profile's thread
             # setting applies N to every pool (env and runtime) in each of the `cores` children.
             options.update(profile="trainer", trainer_threads=threads)
-        self.worker = localstack.start_worker(
-            name, redis_url, workdir, os.environ, wait_ready=False, include=include, **options
-        )
+        self.worker = localstack.start_worker(name, redis_url, workdir, os.environ, wait_ready=False, **options)
 
     def root_pids(self) -> list[int]:
         return [self.worker.process.pid]
@@ -304,7 +305,7 @@ def run(target: Target, batches: list[list[str]], producers: int, redis: psutil.
     client_before = cpu_seconds([psutil.Process()])
     with Sampler(target) as sampler:
         started = time.perf_counter()
-        threads = [threading.Thread(target=produce, args=(client,)) for client in clients]
+        threads = [threading.Thread(target=produce, args=(client,), daemon=True) for client in clients]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -444,7 +445,7 @@ def main() -> None:
         )
         targets["celery"] = CeleryTarget("celery", server.url(next(databases)), work, cores, True)
         targets["celery-adaptive"] = CeleryTarget(
-            "celery-adaptive", server.url(next(databases)), work, cores, True, include="benchmarks.adaptive_threads"
+            "celery-adaptive", server.url(next(databases)), work, cores, True, adaptive=True
         )
         for threads in oversub:
             name = f"http-default-{threads}t"

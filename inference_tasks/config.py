@@ -88,6 +88,8 @@ class Settings:
     # Load the model once in the worker's main process (threads pinned, no forward pass) so
     # children start from a copy-on-write image and only warm up; off: each child loads it.
     preload_model: bool = True
+    # Pinned children borrow idle siblings' threads (thread_budget.py); off: always one thread.
+    adaptive_threads: bool = False
     max_tasks_per_child: int = DEFAULT_MAX_TASKS_PER_CHILD
     max_tasks_per_child_jitter: float = DEFAULT_MAX_TASKS_PER_CHILD_JITTER
     max_memory_per_child_mb: int = DEFAULT_MAX_MEMORY_PER_CHILD_MB
@@ -201,6 +203,7 @@ _ENV_FIELDS: dict[str, type] = {
     "trainer_threads": int,
     "pin_threads": bool,
     "preload_model": bool,
+    "adaptive_threads": bool,
     "max_tasks_per_child": int,
     "max_tasks_per_child_jitter": float,
     "max_memory_per_child_mb": int,

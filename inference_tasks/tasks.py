@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from inference_tasks import store, threads
+from inference_tasks import store, thread_budget, threads
 from inference_tasks.models import HOLDER
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
 from inference_tasks.validation import (
@@ -121,6 +121,7 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "recycle_after_tasks": HOLDER.task_limit,
         "parent_import_seconds": HOLDER.import_seconds,
         "thread_budget": HOLDER.threads,
+        "adaptive_threads": thread_budget.BUDGET is not None,
         "tasks_served": HOLDER.tasks_served,
         "rss_bytes": threads.rss_bytes(),
         **threads.shared_memory_report(),

@@ -214,3 +214,27 @@ def test_importing_the_package_does_not_import_torch():
     code = "import sys, inference_tasks; inference_tasks.app.conf.broker_url; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_adaptive_threads_lend_idle_cores_and_take_them_back(start_worker):
+    """INFERENCE_ADAPTIVE_THREADS=true: a child alone runs on the whole budget (2 threads); while
+    its sibling is busy it runs on one; once the sibling is done, on two again."""
+    worker = start_worker(concurrency=2, adaptive_threads="true", include="tests.worker_probes")
+    alone = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert alone["adaptive_threads"] is True and alone["thread_budget"] == 1
+    assert alone["torch_threads"] == 2
+    marker = f"busy:{uuid.uuid4()}"
+    held = worker.app.send_task("tests.hold", args=[marker, 4.0])
+    redis = redis_client(worker.redis_url)
+    deadline = time.monotonic() + RESULT_TIMEOUT_S
+    while redis.llen(marker) == 0:
+        assert time.monotonic() < deadline, "the holding task never started"
+        time.sleep(0.05)
+    busy_pid = int(redis.lindex(marker, 0))
+    sharing = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert sharing["pid"] != busy_pid
+    assert sharing["torch_threads"] == 1
+    held.get(timeout=RESULT_TIMEOUT_S)
+    again = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert again["torch_threads"] == 2
+    assert "adaptive threads: a child alone may use up to 2 threads" in worker.log()
