@@ -179,16 +179,19 @@ def ignore_term_in_children(**_: Any) -> None:
 
 
 @worker_process_shutdown.connect
-def let_term_end_an_exiting_child(**_: Any) -> None:
-    """A prefork child that is exiting (recycled, or stopped by a warm shutdown) obeys SIGTERM again.
+def let_term_end_an_exiting_child(exitcode: int | None = None, **_: Any) -> None:
+    """A prefork child that is exiting (recycled, or stopped by a warm shutdown) ends on SIGTERM.
 
     billiard's exiting child tells the parent it is going, then sleeps up to 1 s for the
     parent's SIGTERM to end it; a child still ignoring TERM sleeps the whole second, and its pool
-    slot stays empty that long on every recycle (measured: 79 recycles cost ~60 s of a 100 s run).
-    No task runs any more at this point, so dying on TERM loses nothing.
+    slot stays empty that long on every recycle (measured: recycling every 3 tasks ran at 1.97
+    instead of 3.6 requests/s). No task runs any more here, so ending on TERM loses nothing; the
+    child exits with the code it was leaving with, so the parent sees a recycle, not a crash.
     """
-    if HOLDER.main_pid not in (None, os.getpid()):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if HOLDER.main_pid in (None, os.getpid()):
+        return
+    code = exitcode if isinstance(exitcode, int) else 0
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
 
 
 @task_success.connect

@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 from conftest import REPO_ROOT, clean_env
 
-from benchmarks.lifecycle import log_events, same_second_share
+from benchmarks.lifecycle import log_events, same_second_share, whole_pool_restarts
 from benchmarks.serving import make_batches
 
 
@@ -29,6 +29,12 @@ def test_recycles_in_the_same_second_are_counted():
     assert same_second_share([]) == (0, 0.0)
     assert same_second_share([10.0, 10.4, 20.0, 35.0]) == (2, 0.5)
     assert same_second_share([1.0, 5.0, 9.0]) == (1, 0.0)
+
+
+def test_whole_pool_restarts_need_every_child_within_one_second():
+    assert whole_pool_restarts([10.0, 10.5, 20.0, 22.0], children=2) == 1
+    assert whole_pool_restarts([10.0, 11.5, 13.0], children=2) == 0
+    assert whole_pool_restarts([1.0, 1.1, 1.2, 5.0, 5.3], children=3) == 1
 
 
 def test_worker_log_lines_give_fork_ready_and_first_task_times():
@@ -88,7 +94,7 @@ def test_lifecycle_harness_sees_recycles(tmp_path):
     report = _run("lifecycle.py", tmp_path / "lifecycle.json")
     rows = {row["config"]: row for row in report["recycling"]}
     assert all(row["failures"] == 0 for row in rows.values())
-    for name in ("preloaded-3", "in-child-3", "preloaded-3-no-jitter"):
+    for name in ("preloaded-3", "in-child-3"):
         assert rows[name]["recycles"] >= 2, rows[name]
         assert rows[name]["fork_to_ready_mean_s"] is not None
     assert rows["preloaded-unlimited"]["recycles"] == 0

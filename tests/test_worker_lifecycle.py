@@ -110,6 +110,8 @@ def test_each_child_draws_its_own_recycle_limit_and_keeps_it(start_worker):
     # draw from 3-6 the chance that all of them drew 6 is below 1 in 16,000.
     assert len(limits) >= 7
     assert min(limits.values()) < 6, limits
+    # Recycled children end promptly with their recycle exit code, never logged as killed.
+    assert "exited with 'signal" not in worker.log()
 
 
 def test_a_child_whose_model_failed_to_load_fails_every_task_clearly(start_worker, tmp_path):
