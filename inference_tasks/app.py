@@ -72,6 +72,9 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # Each child reserves one task at a time: long batches never queue up behind a busy
         # child while a sibling idles, and a dying worker holds back at most one per child.
         "worker_prefetch_multiplier": 1,
+        # Celery's prefork pool, except that it never writes a job to a child about to be
+        # recycled (pool.py); `--pool prefork` on the command line selects it too.
+        "worker_pool": "inference_tasks.pool:TaskPool",
         "worker_concurrency": settings.concurrency,
         # Each child then draws its own limit at or below this one (recycling.py); 0 = never.
         "worker_max_tasks_per_child": settings.max_tasks_per_child or None,

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import current_app
 from celery.concurrency import get_implementation
+from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 from celery.signals import (
     task_failure,
     task_postrun,
@@ -24,7 +25,7 @@ from celery.signals import (
     worker_ready,
 )
 
-from inference_tasks import recycling, replies, thread_budget, threads
+from inference_tasks import pool, recycling, replies, thread_budget, threads
 from inference_tasks.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     deadlocks a child forked after a parallel region.
     """
     settings = sender.app.settings
-    prefork = get_implementation(sender.pool_cls).__module__ == "celery.concurrency.prefork"
+    prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
     HOLDER.profile = settings.profile
     if HOLDER.profile == "auto":
         HOLDER.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
@@ -140,6 +141,7 @@ def stagger_recycling(**_: Any) -> None:
     settings = current_app.settings  # type: ignore[attr-defined]
     if HOLDER.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
         return
+    pool.flag_last_task(thread_budget.pool_slot(), False)  # this slot's previous child may have set it
     limit = recycling.jittered_limit(settings.max_tasks_per_child, settings.max_tasks_per_child_jitter, random.Random())
     if recycling.set_this_childs_task_limit(limit):
         HOLDER.task_limit = limit
@@ -204,6 +206,13 @@ def reply_on_success(sender: Any = None, result: Any = None, **_: Any) -> None:
 def reply_on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
     """Push the Sidekiq reply a message asked for after its task failed."""
     replies.reply(sender.request, sender.app.settings, "FAILURE", error=exception)
+
+
+@task_prerun.connect
+def flag_a_last_task(**_: Any) -> None:
+    """Tell the parent (pool.py) before a child's last task, so it writes no job to it after."""
+    if HOLDER.task_limit is not None and HOLDER.main_pid != os.getpid():
+        pool.flag_last_task(thread_budget.pool_slot(), HOLDER.tasks_served + 1 >= HOLDER.task_limit)
 
 
 @task_prerun.connect

@@ -39,6 +39,7 @@ def test_delivery_settings_never_lose_a_task_to_a_dead_child():
     assert conf.worker_max_memory_per_child == 512 * 1024
     assert conf.result_expires == 99
     assert create_app(Settings(max_tasks_per_child=0)).conf.worker_max_tasks_per_child is None
+    assert conf.worker_pool == "inference_tasks.pool:TaskPool"  # what `--pool prefork` selects
 
 
 def test_plain_worker_consumes_only_the_inference_queue():

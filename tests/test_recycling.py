@@ -52,3 +52,14 @@ def test_the_limit_reaches_the_billiard_worker_that_runs_the_initializer():
 
 def test_outside_a_pool_worker_nothing_is_changed():
     assert set_this_childs_task_limit(4) is False
+
+
+def test_a_child_flags_its_last_task_in_memory_shared_with_the_parent():
+    """pool.py: the flag a child sets before its last task is what the parent reads on its result."""
+    from inference_tasks import pool
+
+    pool.flag_last_task(3, True)
+    assert pool.is_running_last_task(3) and not pool.is_running_last_task(4)
+    pool.flag_last_task(3, False)
+    assert not pool.is_running_last_task(3)
+    assert not pool.is_running_last_task(None) and not pool.is_running_last_task(pool.MAX_POOL_SLOTS)
