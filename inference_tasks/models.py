@@ -94,6 +94,8 @@ class ModelHolder:
     # From this process's fork to model ready: what a recycle costs before the child serves.
     ready_seconds: float | None = None
     tasks_served: int = 0
+    # This prefork child's stable pool index (pool.py); None in the main or a solo process.
+    pool_slot: int | None = None
     # This child's own recycle limit (recycling.py), if it has one.
     task_limit: int | None = None
     # Trained classifier heads used by this process, by name (tasks.current_head keeps it fresh).

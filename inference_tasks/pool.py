@@ -23,6 +23,17 @@ MAX_POOL_SLOTS = 1024
 _LAST_TASK = RawArray("b", MAX_POOL_SLOTS)
 
 
+def this_childs_slot() -> int | None:
+    """This prefork child's pool index: stable, a replacement child gets the index it replaces.
+
+    Keys the shared per-slot memory (the last-task flags here, thread_budget.py's counts);
+    read once per child (signals.py keeps it on the model holder).
+    """
+    from billiard.process import current_process
+
+    return getattr(current_process(), "index", None)
+
+
 def flag_last_task(slot: int | None, last: bool) -> None:
     """Called in a child: say whether the task it is about to run is its last one."""
     if slot is not None and 0 <= slot < MAX_POOL_SLOTS:

@@ -113,6 +113,8 @@ def log_profile(sender: Any, **_: Any) -> None:
 def pin_threads_and_load_model(**_: Any) -> None:
     """In each process that runs tasks (prefork child, or the solo worker): pin, load, warm up."""
     settings = current_app.settings  # type: ignore[attr-defined]
+    if HOLDER.main_pid not in (None, os.getpid()):
+        HOLDER.pool_slot = pool.this_childs_slot()
     if HOLDER.profile is None:  # started by something other than `celery worker`
         HOLDER.profile = PROFILE_INFERENCE
         HOLDER.threads = 1 if settings.pin_threads else None
@@ -141,7 +143,7 @@ def stagger_recycling(**_: Any) -> None:
     settings = current_app.settings  # type: ignore[attr-defined]
     if HOLDER.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
         return
-    pool.flag_last_task(thread_budget.pool_slot(), False)  # this slot's previous child may have set it
+    pool.flag_last_task(HOLDER.pool_slot, False)  # this slot's previous child may have set it
     limit = recycling.jittered_limit(settings.max_tasks_per_child, settings.max_tasks_per_child_jitter, random.Random())
     if recycling.set_this_childs_task_limit(limit):
         HOLDER.task_limit = limit
@@ -212,7 +214,7 @@ def reply_on_failure(sender: Any = None, exception: BaseException | None = None,
 def flag_a_last_task(**_: Any) -> None:
     """Tell the parent (pool.py) before a child's last task, so it writes no job to it after."""
     if HOLDER.task_limit is not None and HOLDER.main_pid != os.getpid():
-        pool.flag_last_task(thread_budget.pool_slot(), HOLDER.tasks_served + 1 >= HOLDER.task_limit)
+        pool.flag_last_task(HOLDER.pool_slot, HOLDER.tasks_served + 1 >= HOLDER.task_limit)
 
 
 @task_prerun.connect
@@ -222,7 +224,7 @@ def borrow_idle_threads(**_: Any) -> None:
         return
     import torch
 
-    slot = thread_budget.pool_slot()
+    slot = HOLDER.pool_slot
     torch.set_num_threads(thread_budget.BUDGET.take(slot) if slot is not None else 1)
 
 
@@ -230,7 +232,5 @@ def borrow_idle_threads(**_: Any) -> None:
 def count_served(**_: Any) -> None:
     """Count tasks run by this process, for worker_info; hand borrowed threads back."""
     HOLDER.tasks_served += 1
-    if thread_budget.BUDGET is not None and HOLDER.main_pid != os.getpid():
-        slot = thread_budget.pool_slot()
-        if slot is not None:
-            thread_budget.BUDGET.give_back(slot)
+    if thread_budget.BUDGET is not None and HOLDER.pool_slot is not None:  # set in prefork children only
+        thread_budget.BUDGET.give_back(HOLDER.pool_slot)

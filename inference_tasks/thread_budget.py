@@ -57,10 +57,3 @@ class SharedThreadBudget:
 
 # Set in the worker's main process (signals.py) when INFERENCE_ADAPTIVE_THREADS is on.
 BUDGET: SharedThreadBudget | None = None
-
-
-def pool_slot() -> int | None:
-    """This prefork child's pool index (stable: a replacement child gets the index it replaces)."""
-    from billiard.process import current_process
-
-    return getattr(current_process(), "index", None)
