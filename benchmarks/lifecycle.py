@@ -22,7 +22,6 @@ import re
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +30,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.serving import make_batches, stop_cleanly_on_term
+from benchmarks.serving import make_batches, run_threads, stop_cleanly_on_term
 from inference_tasks import localstack
 from inference_tasks.config import available_cores
 from inference_tasks.routing import EMBED_TASK
@@ -59,6 +58,37 @@ def log_events(log: str, since: float, until: float) -> dict[str, dict]:
     return {name: c for name, c in children.items() if "forked_at" in c and since <= c["forked_at"] <= until}
 
 
+def recycle_gaps(log: str, since: float, until: float) -> list[float]:
+    """Seconds a pool slot served nothing per recycle within [since, until], read from the log.
+
+    For each child forked in the window: from the last task end of the child it replaced (the
+    latest-ending child that served nothing after the fork) to the new child's first task
+    start. Under sustained load that idle time is what a recycle costs; unlike the throughput
+    difference between configurations, it does not move with the host's drift between rounds.
+    """
+    last_end: dict[str, float] = {}
+    for line in log.splitlines():
+        match = LINE.match(line)
+        if match and SUCCEEDED.search(match["msg"]):
+            last_end[match["proc"]] = datetime.strptime(match["ts"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    children = log_events(log, since, until)
+    gaps: list[float] = []
+    replaced: set[str] = set()
+    for name, child in sorted(children.items(), key=lambda item: item[1]["forked_at"]):
+        if "first_task_at" not in child or child["first_task_at"] > until:
+            continue
+        before = [
+            (end, other)
+            for other, end in last_end.items()
+            if other != name and other not in replaced and since <= end <= child["forked_at"]
+        ]
+        if before:
+            end, other = max(before)
+            replaced.add(other)
+            gaps.append(child["first_task_at"] - end)
+    return gaps
+
+
 def drive(worker: localstack.WorkerProcess, batches: list[list[str]], producers: int) -> tuple[float, float, float]:
     """Closed-loop producers send every batch once; (start, end) wall-clock times and failures."""
     order = itertools.count()
@@ -74,13 +104,8 @@ def drive(worker: localstack.WorkerProcess, batches: list[list[str]], producers:
             except Exception:  # noqa: BLE001 - counted; a lost or failed task is a finding, not a crash
                 failures[0] += 1
 
-    threads = [threading.Thread(target=produce, daemon=True) for _ in range(producers)]
-    started = time.time()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return started, time.time(), failures[0]
+    started, ended = run_threads(produce, producers)
+    return started, ended, failures[0]
 
 
 def memory(worker: localstack.WorkerProcess) -> dict:
@@ -188,8 +213,10 @@ def main() -> None:
         for name, preload, limit, jitter in configs:
             wall = sum(end - begin for begin, end in spans[name])
             children: dict[str, dict] = {}
+            gaps: list[float] = []
             for begin, end in spans[name]:
                 children.update(log_events(workers[name].log(), begin, end))
+                gaps += recycle_gaps(workers[name].log(), begin, end)
             ready = [c["ready_s"] for c in children.values()]
             first = [c["first_task_at"] - c["forked_at"] for c in children.values() if "first_task_at" in c]
             forks = [c["forked_at"] for c in children.values()]
@@ -209,6 +236,9 @@ def main() -> None:
                         len(b) / (end - begin) for b, (begin, end) in zip(per_round, spans[name], strict=True)
                     ],
                     "recycles": len(children),
+                    "idle_s_per_recycle": statistics.fmean(gaps) if gaps else None,
+                    # The share of pool capacity recycles left idle: the loss they cause, from the logs.
+                    "idle_slot_share": sum(gaps) / (cores * wall),
                     "fork_to_ready_mean_s": statistics.fmean(ready) if ready else None,
                     "fork_to_ready_max_s": max(ready) if ready else None,
                     "fork_to_first_task_mean_s": statistics.fmean(first) if first else None,
@@ -235,7 +265,10 @@ def main() -> None:
         return format(value, spec) if isinstance(value, (int, float)) else "-"
 
     print(f"\nRecycling under load ({args.producers} producers, {args.batch} sentences per request, {cores} children)")
-    print("config                     req/s   loss  recycles  fork->ready mean/max  fork->1st task  pool  within 1s")
+    print(
+        "config                     req/s   loss  recycles  fork->ready mean/max  fork->1st task  pool  within 1s"
+        "  idle/recycle  idle share"
+    )
     for row in rows:
         print(
             f"{row['config']:<25} {row['requests_per_s']:6.2f} {fmt(row.get('loss_vs_unlimited'), '6.1%')} "
@@ -243,6 +276,7 @@ def main() -> None:
             f"{fmt(row['fork_to_ready_max_s'], '5.2f')}"
             f"   {fmt(row['fork_to_first_task_mean_s'], '12.2f')} {row['whole_pool_restarts']:>5} "
             f"{row['share_recycled_within_1s_of_another']:>9.0%}"
+            f"  {fmt(row['idle_s_per_recycle'], '10.2f')} s {row['idle_slot_share']:>10.1%}"
             + (f"  FAILURES {row['failures']}" if row["failures"] else "")
         )
     print("\nMemory, warm and idle (MiB): child RSS / PSS / USS (mean), whole worker RSS / PSS / USS")

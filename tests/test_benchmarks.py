@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 from conftest import REPO_ROOT, clean_env
 
-from benchmarks.lifecycle import log_events, same_second_share, whole_pool_restarts
+from benchmarks.lifecycle import log_events, recycle_gaps, same_second_share, whole_pool_restarts
 from benchmarks.serving import make_batches
 
 
@@ -100,3 +100,31 @@ def test_lifecycle_harness_sees_recycles(tmp_path):
     assert rows["preloaded-unlimited"]["recycles"] == 0
     memory = report["memory"]
     assert memory["preloaded-unlimited"]["child_uss_mib"] < memory["in-child-unlimited"]["child_uss_mib"]
+
+
+def test_recycle_gaps_pair_each_new_child_with_the_child_it_replaced():
+    """Idle time per recycle: from the replaced child's last task end to the new child's first task."""
+    log = "\n".join(
+        [
+            "[2026-11-29 14:06:50,000: INFO/ForkPoolWorker-1] Task inference.embed[a1] succeeded in 0.5s: {}",
+            "[2026-11-29 14:06:50,100: INFO/ForkPoolWorker-2] Task inference.embed[a2] succeeded in 0.5s: {}",
+            "[2026-11-29 14:06:50,400: INFO/ForkPoolWorker-3] child ready 0.20 s after fork "
+            "(model preloaded, load 0.00 s, warm-up 0.05 s)",
+            "[2026-11-29 14:06:50,600: INFO/ForkPoolWorker-2] Task inference.embed[a3] succeeded in 0.4s: {}",
+            "[2026-11-29 14:06:51,000: INFO/ForkPoolWorker-3] Task inference.embed[a4] succeeded in 0.5s: {}",
+        ]
+    )
+    start = datetime(2026, 11, 29, 14, 6, 49).timestamp()
+    # Worker-3 forked at 50.2, after Worker-1's last task (50.0); Worker-2 kept serving after the fork.
+    assert recycle_gaps(log, start, start + 5) == [pytest.approx(0.5)]  # 50.0 -> first task 50.5
+
+
+@pytest.mark.slow
+def test_microbatch_harness_compares_batched_and_unbatched(tmp_path):
+    """Both workers answer every scenario; the batched one really ran batches."""
+    report = _run("microbatch.py", tmp_path / "microbatch.json")
+    rows = {(row["config"], row["scenario"]): row for row in report["results"]}
+    assert set(rows) == {(c, s) for c in ("batched", "unbatched") for s in ("burst", "closed-loop", "low-load")}
+    assert all(row["errors"] == 0 and row["tasks_per_s"] > 0 for row in rows.values())
+    assert report["batch_sizes"]["batched"]["batches_run"] > 0
+    assert report["batch_sizes"]["unbatched"]["batches_run"] == 0
