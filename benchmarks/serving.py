@@ -399,6 +399,17 @@ def add_ratios(rows: list[dict]) -> None:
                 row[key] = row["requests_per_s"] / level[reference]["requests_per_s"]
 
 
+def run_threads(target: Callable[..., None], count: int, indexed: bool = False) -> tuple[float, float]:
+    """Run `count` producer threads on `target` (given its index if `indexed`) to the end: (start, end) times."""
+    threads = [threading.Thread(target=target, args=(i,) if indexed else (), daemon=True) for i in range(count)]
+    started = time.time()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return started, time.time()
+
+
 def stop_cleanly_on_term() -> None:
     """SIGTERM (timeout, kill) unwinds like Ctrl-C, so the finally blocks stop every server started."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -24,6 +24,12 @@ DEFAULT_MAX_TASKS_PER_CHILD_JITTER = 0.25
 # room for big batches and only recycles a child that really leaks.
 DEFAULT_MAX_MEMORY_PER_CHILD_MB = 2048
 DEFAULT_MAX_BATCH_TEXTS = 256
+# Micro-batching (microbatch.py): small embed/classify tasks wait in the worker's main process
+# at most this long, or until they add up to this many texts, then share one encode. 32 short
+# texts encode in little more time than one; 5 ms is small next to a task's ~10 ms round trip.
+DEFAULT_MICROBATCH_MAX_TEXTS = 32
+DEFAULT_MICROBATCH_WAIT_MS = 5.0
+MAX_MICROBATCH_WAIT_MS = 1000.0
 # Texts longer than this are rejected, not truncated. The model itself reads only the first
 # 256 word pieces (roughly 1,000 characters of English) of an accepted text.
 DEFAULT_MAX_TEXT_CHARS = 10_000
@@ -94,6 +100,10 @@ class Settings:
     max_tasks_per_child_jitter: float = DEFAULT_MAX_TASKS_PER_CHILD_JITTER
     max_memory_per_child_mb: int = DEFAULT_MAX_MEMORY_PER_CHILD_MB
     max_batch_texts: int = DEFAULT_MAX_BATCH_TEXTS
+    # 0 or 1: off (every task its own encode); tasks with this many texts or more never wait.
+    # A batch never holds more than max_batch_texts either.
+    microbatch_max_texts: int = DEFAULT_MICROBATCH_MAX_TEXTS
+    microbatch_wait_ms: float = DEFAULT_MICROBATCH_WAIT_MS
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     max_labels: int = DEFAULT_MAX_LABELS
     max_label_chars: int = DEFAULT_MAX_LABEL_CHARS
@@ -154,6 +164,13 @@ class Settings:
             raise ConfigError(f"{ENV_PREFIX}MAX_TASKS_PER_CHILD must be 0 (never recycle) or more")
         if not 0 <= self.max_tasks_per_child_jitter < 1:
             raise ConfigError(f"{ENV_PREFIX}MAX_TASKS_PER_CHILD_JITTER must be from 0 up to (not including) 1")
+        if self.microbatch_max_texts < 0:
+            raise ConfigError(f"{ENV_PREFIX}MICROBATCH_MAX_TEXTS must be 0 (off) or more")
+        if not 0 <= self.microbatch_wait_ms <= MAX_MICROBATCH_WAIT_MS:
+            raise ConfigError(
+                f"{ENV_PREFIX}MICROBATCH_WAIT_MS must be from 0 to {MAX_MICROBATCH_WAIT_MS:.0f} (milliseconds), "
+                f"got {self.microbatch_wait_ms}"
+            )
         if self.max_redeliveries < 0:
             raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
         if not self.soft_time_limit_s < self.time_limit_s:
@@ -208,6 +225,8 @@ _ENV_FIELDS: dict[str, type] = {
     "max_tasks_per_child_jitter": float,
     "max_memory_per_child_mb": int,
     "max_batch_texts": int,
+    "microbatch_max_texts": int,
+    "microbatch_wait_ms": float,
     "max_text_chars": int,
     "max_labels": int,
     "max_label_chars": int,

@@ -24,6 +24,15 @@ LOAD_PRELOADED = "preloaded"
 LOAD_IN_CHILD = "in-child"
 
 
+@dataclass(frozen=True)
+class PreEncoded:
+    """A task's texts as encoded with its batch-mates' (micro-batching), waiting for the task to run."""
+
+    texts: list[str]
+    normalize: bool
+    vectors: np.ndarray
+
+
 class ModelNotLoadedError(RuntimeError):
     """Raised by every task in a process whose model failed to load (or was never loaded)."""
 
@@ -94,6 +103,15 @@ class ModelHolder:
     # From this process's fork to model ready: what a recycle costs before the child serves.
     ready_seconds: float | None = None
     tasks_served: int = 0
+    # Pool jobs run (a micro-batch is one job of many tasks): billiard recycles on this count.
+    jobs_done: int = 0
+    # Micro-batching (batch_job.py): set while a batch job runs its tasks, with the vectors of
+    # their texts, encoded together, by task id; and what batches this process has run.
+    in_batch: bool = False
+    pre_encoded: dict[str, PreEncoded] = field(default_factory=dict)
+    batches_run: int = 0
+    batched_tasks: int = 0
+    largest_batch: int = 0
     # This prefork child's stable pool index (pool.py); None in the main or a solo process.
     pool_slot: int | None = None
     # This child's own recycle limit (recycling.py), if it has one.
@@ -153,6 +171,14 @@ class ModelHolder:
             reason = self.error or "this process has not loaded a model (is it a worker process?)"
             raise ModelNotLoadedError(f"model not loaded: {reason}")
         return self.embedder
+
+    def encode_for(self, task_id: str | None, texts: list[str], normalize: bool) -> np.ndarray:
+        """The task's vectors: encoded already with its micro-batch if so, else encoded now."""
+        embedder = self.get()
+        pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        if pre is not None and pre.normalize == normalize and pre.texts == texts:
+            return pre.vectors
+        return embedder.encode(texts, normalize=normalize)
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings of `labels`, encoding only those not seen recently."""

@@ -8,6 +8,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from inference_tasks import store, thread_budget, threads
+from inference_tasks.microbatch import CoalescedTask
 from inference_tasks.models import HOLDER
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
 from inference_tasks.validation import (
@@ -24,18 +25,18 @@ from inference_tasks.validation import (
 EXPECTED_ERRORS = (InvalidInput,)
 
 
-@shared_task(name=EMBED_TASK, bind=True, throws=EXPECTED_ERRORS)
+@shared_task(name=EMBED_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def embed(self: Task, texts: Any = None, normalize: Any = True, **unknown: Any) -> dict[str, Any]:
     """Embed a batch: {"model", "dim", "embeddings": [[float] per text, in input order]}."""
     reject_unknown(EMBED_TASK, unknown, ("texts", "normalize"))
     texts = check_texts(EMBED_TASK, texts, self.app.settings)
     normalize = check_flag(EMBED_TASK, "normalize", normalize)
     model = HOLDER.get()
-    vectors = model.encode(texts, normalize=normalize)
+    vectors = HOLDER.encode_for(self.request.id, texts, normalize)
     return {"model": model.name, "dim": model.dim, "embeddings": vectors.tolist()}
 
 
-@shared_task(name=CLASSIFY_TASK, bind=True, throws=EXPECTED_ERRORS)
+@shared_task(name=CLASSIFY_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def classify(
     self: Task, texts: Any = None, labels: Any = None, classifier: Any = None, classifier_version: Any = None,
     **unknown: Any,
@@ -56,7 +57,7 @@ def classify(
             raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
         labels = check_labels(CLASSIFY_TASK, labels, settings)
         model = HOLDER.get()
-        similarities = model.encode(texts, normalize=True) @ HOLDER.label_embeddings(labels).T
+        similarities = HOLDER.encode_for(self.request.id, texts, True) @ HOLDER.label_embeddings(labels).T
         return [predictions(labels, row.tolist()) for row in similarities]
     head = current_head(settings, check_name(CLASSIFY_TASK, classifier), classifier_version)
     model = HOLDER.get()
@@ -65,7 +66,7 @@ def classify(
             f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
             f"{head.model!r}, but this worker serves {model.name!r}; train it again on this model"
         )
-    probabilities = head.probabilities(model.encode(texts, normalize=True))
+    probabilities = head.probabilities(HOLDER.encode_for(self.request.id, texts, True))
     return [predictions(head.labels, row.tolist()) for row in probabilities]
 
 
@@ -123,6 +124,14 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "thread_budget": HOLDER.threads,
         "adaptive_threads": thread_budget.BUDGET is not None,
         "tasks_served": HOLDER.tasks_served,
+        "jobs_done": HOLDER.jobs_done,
+        "microbatch": {
+            "max_texts": self.app.settings.microbatch_max_texts,
+            "wait_ms": self.app.settings.microbatch_wait_ms,
+            "batches_run": HOLDER.batches_run,
+            "batched_tasks": HOLDER.batched_tasks,
+            "largest_batch": HOLDER.largest_batch,
+        },
         "rss_bytes": threads.rss_bytes(),
         **threads.shared_memory_report(),
         **threads.thread_report(),

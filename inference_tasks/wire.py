@@ -1,4 +1,10 @@
-"""Raw Celery protocol v2 messages, built by hand the way a non-Python producer builds them."""
+"""Raw Celery protocol v2 task messages, built by hand the way a non-Python producer builds them.
+
+The wire contract the Ruby client (deploy/rails/lib/inference_tasks.rb) implements, in Python:
+the tests push these onto the queue's Redis list to check the contract (and malformed variants
+of it); the micro-batching benchmark uses them for a Rails-like burst, an LPUSH per task with
+none of Celery's producer overhead on the machine the worker shares.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ def task_message(task: str, args: list, kwargs: dict | None = None, task_id: str
         "content-encoding": "utf-8",
         "content-type": "application/json",
         "headers": {
-            "lang": "rb",
+            "lang": "raw",
             "task": task,
             "id": task_id,
             "root_id": task_id,
@@ -41,4 +47,5 @@ def task_message(task: str, args: list, kwargs: dict | None = None, task_id: str
 
 
 def encode(message: dict[str, Any] | bytes) -> bytes:
+    """The bytes to LPUSH (bytes pass through: tests push malformed ones)."""
     return message if isinstance(message, bytes) else json.dumps(message).encode()

@@ -43,8 +43,11 @@ def test_every_setting_is_read_from_its_variable():
             "INFERENCE_REDIS_TLS_CERT_REQS": "none",
             "INFERENCE_PRELOAD_MODEL": "no",
             "INFERENCE_MAX_TASKS_PER_CHILD_JITTER": "0.5",
+            "INFERENCE_MICROBATCH_MAX_TEXTS": "0",
+            "INFERENCE_MICROBATCH_WAIT_MS": "2.5",
         }
     )
+    assert (settings.microbatch_max_texts, settings.microbatch_wait_ms) == (0, 2.5)
     assert settings.preload_model is False
     assert settings.max_tasks_per_child_jitter == 0.5
     assert settings.redis_url == "rediss://:pw@redis.internal:6380/2"
@@ -77,6 +80,8 @@ def test_empty_variables_keep_defaults():
         ({"INFERENCE_MAX_REDELIVERIES": "-1"}, "INFERENCE_MAX_REDELIVERIES must be 0 or more"),
         ({"INFERENCE_MAX_TASKS_PER_CHILD": "-1"}, "INFERENCE_MAX_TASKS_PER_CHILD must be 0 (never recycle) or more"),
         ({"INFERENCE_MAX_TASKS_PER_CHILD_JITTER": "1"}, "INFERENCE_MAX_TASKS_PER_CHILD_JITTER must be from 0"),
+        ({"INFERENCE_MICROBATCH_MAX_TEXTS": "-1"}, "INFERENCE_MICROBATCH_MAX_TEXTS must be 0 (off) or more"),
+        ({"INFERENCE_MICROBATCH_WAIT_MS": "5000"}, "INFERENCE_MICROBATCH_WAIT_MS must be from 0 to 1000"),
     ],
 )
 def test_bad_values_are_refused_naming_the_variable(environ, message):

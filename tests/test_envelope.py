@@ -6,10 +6,10 @@ import json
 
 import pytest
 from conftest import producer_app, redis_client
-from protocol import encode, task_message
 
 from inference_tasks.envelope import screen
 from inference_tasks.replies import outcome, sidekiq_job
+from inference_tasks.wire import encode, task_message
 
 LIMIT = 100_000
 

@@ -21,10 +21,10 @@ from collections import Counter
 import pytest
 from celery.exceptions import TimeoutError
 from conftest import RedisServer, producer_app, redis_client, start_redis
-from protocol import encode, task_message
 
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from inference_tasks.transport import DEAD_LETTER_KEY
+from inference_tasks.wire import encode, task_message
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

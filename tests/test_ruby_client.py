@@ -3,40 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, clean_env, redis_client
+from conftest import clean_env, redis_client
+from ruby_runner import RUBY_DIR, need, ruby
 
 pytestmark = pytest.mark.slow
-RUBY_DIR = REPO_ROOT / "tests" / "ruby"
-
-
-def need(program: str) -> str:
-    path = shutil.which(program)
-    if path is None:
-        message = f"{program} is not installed (apt-get install ruby ruby-redis ruby-sidekiq)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
-def ruby(script: str, redis_url: str) -> dict:
-    """Run a Ruby script against `redis_url`; it prints one JSON object."""
-    out = subprocess.run(
-        [need("ruby"), str(RUBY_DIR / script)],
-        env=clean_env(REDIS_URL=redis_url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

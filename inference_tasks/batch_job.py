@@ -1,0 +1,74 @@
+"""Micro-batching, child side: one encode for a batch of tasks, then Celery's own tracer for each.
+
+The main process (microbatch.py) sends a prefork child one job holding several small tasks.
+Here their texts are encoded together in one forward pass per normalize flag; then each task
+runs through the same tracer Celery uses for a lone task (task_prerun, STARTED, the task body
+with its own validation, the result stored in the backend, task_success/failure, Sidekiq
+replies), picking up its vectors instead of encoding again. A bad task fails alone: it was
+either left out of the shared encode (its arguments looked wrong) or, if the shared encode
+itself raises, every task encodes on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from inference_tasks.models import HOLDER, PreEncoded
+
+if TYPE_CHECKING:
+    from inference_tasks.microbatch import PlannedEncode
+
+logger = logging.getLogger(__name__)
+
+
+def encode_together(plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
+    """Every planned task's vectors, by task id, from one encode per normalize flag; {} on failure."""
+    embedder = HOLDER.embedder
+    if embedder is None or not plans:
+        return {}
+    vectors: dict[str, PreEncoded] = {}
+    for normalize in (True, False):
+        group = [plan for plan in plans if plan.normalize is normalize]
+        if not group:
+            continue
+        try:
+            encoded = embedder.encode([text for plan in group for text in plan.texts], normalize=normalize)
+        except Exception:
+            logger.warning("the shared encode of a micro-batch failed; its tasks encode one by one", exc_info=True)
+            continue
+        offset = 0
+        for plan in group:
+            vectors[plan.task_id] = PreEncoded(plan.texts, normalize, encoded[offset : offset + len(plan.texts)])
+            offset += len(plan.texts)
+    return vectors
+
+
+def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: list[PlannedEncode]) -> list[Any]:
+    """The pool job of a micro-batch: one outcome per entry, as Celery's tracer returns it for one task.
+
+    An entry whose tracing itself raised (not the task: the tracer catches those) gets None,
+    and the main process returns that task to its queue.
+    """
+    from inference_tasks.signals import job_ends, job_starts
+
+    job_starts()
+    HOLDER.in_batch = True
+    outcomes: list[Any] = []
+    try:
+        HOLDER.pre_encoded = encode_together(plans)
+        for entry in entries:
+            try:
+                outcomes.append(trace(*entry))
+            except Exception:
+                logger.exception("tracing task %s of a micro-batch failed", entry[1])
+                outcomes.append(None)
+    finally:
+        HOLDER.pre_encoded = {}
+        HOLDER.in_batch = False
+        HOLDER.batches_run += 1
+        HOLDER.batched_tasks += len(entries)
+        HOLDER.largest_batch = max(HOLDER.largest_batch, len(entries))
+        job_ends()
+    return outcomes

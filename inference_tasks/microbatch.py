@@ -1,0 +1,319 @@
+"""Micro-batching, parent side: coalesce small embed/classify tasks into one pool job, one encode.
+
+Rails apps enqueue one record at a time; one task per text means one forward pass per text,
+and a transformer encodes 32 short texts in little more time than one. The worker's main
+process (which receives every message before a child runs it) holds small tasks of
+`inference.embed` and `inference.classify` for at most INFERENCE_MICROBATCH_WAIT_MS, or until
+they add up to INFERENCE_MICROBATCH_MAX_TEXTS texts, and hands them to one child as one job
+(batch_job.py). Each task keeps its own message, result, events and signals: the child runs
+Celery's own tracer per task, with the texts already encoded together.
+
+Delivery is unchanged. Every task is still a Celery Request of its own: reserved (so its
+lease is renewed) while held, acked late after its result is stored, rejected back to its queue
+if the child dies (tasks whose SUCCESS was already stored are not run again: Celery checks).
+
+When a batch goes: as soon as it holds MAX_TEXTS texts; at once if its first task found every
+child idle (at low load there is nothing to wait for, so a lone task is never delayed);
+otherwise once the wait is over and a child is free to take it. While every child is busy,
+flushing would not start the work any sooner, only make the batch smaller: the batch keeps
+gathering until a child frees up (the pool tells the batcher, pool.py).
+
+Prefetch: the worker reserves `concurrency` messages (prefetch multiplier 1). A held task does
+not count against that: each adds one to the prefetch window while held, and a dispatched batch
+counts as one, like a single task, until it completes; one more unit lets the next batch gather
+while every child is busy. So a busy worker holds at most one batch per child, one waiting for
+the next free child, and the one gathering; other workers get the rest of the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+from weakref import ref
+
+from celery import Task
+from celery.app.trace import fast_trace_task, trace_task_ret
+from celery.worker.strategy import default as default_strategy
+
+from inference_tasks.batch_job import run_batch
+from inference_tasks.routing import EMBED_TASK
+
+logger = logging.getLogger(__name__)
+
+# While every child is busy, a batch whose wait is over checks for a free child this often.
+RECHECK_S = 0.01
+
+
+@dataclass(frozen=True)
+class PlannedEncode:
+    """What a task will encode, read from its arguments in the main process: its texts, normalized or not."""
+
+    task_id: str
+    texts: list[str]
+    normalize: bool
+
+
+def planned_encode(request: Any) -> PlannedEncode | None:
+    """The encode a task of ours will need, or None when its arguments are not plainly valid.
+
+    Only the shape is checked (a list of non-empty strings, a boolean flag): the task validates
+    everything again in the child, and a task planned as None runs there on its own and fails
+    with the task's own message. The batch never depends on a bad task.
+    """
+    args, kwargs = request.args, request.kwargs
+    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+        return None
+    texts = args[0] if args else kwargs.get("texts")
+    if not isinstance(texts, list) or not texts or not all(isinstance(text, str) and text.strip() for text in texts):
+        return None
+    normalize: Any = True
+    if request.name == EMBED_TASK:
+        normalize = args[1] if len(args) > 1 else kwargs.get("normalize", True)
+        if not isinstance(normalize, bool):
+            return None
+    return PlannedEncode(request.id, texts, normalize)
+
+
+class Batcher:
+    """One per consumer connection, shared by the coalesced tasks; runs on the worker's event loop only."""
+
+    def __init__(self, consumer: Any, max_texts: int, wait_s: float, max_text_chars: int) -> None:
+        self.consumer = consumer
+        self.handle = consumer.on_task_request  # the normal path: one task, one pool job
+        self.max_texts = max_texts
+        self.wait_s = wait_s
+        self.max_text_chars = max_text_chars
+        app = consumer.app
+        self.trace = fast_trace_task if app.use_fast_trace_task else trace_task_ret
+        self.held: list[tuple[Any, PlannedEncode | None]] = []
+        self.held_texts = 0
+        self.flush_timer: Any = None
+        self.wait_over = False
+        self.closed = False
+        # The pool's view of its children (pool.py); without it every child counts as free.
+        self.pool = getattr(consumer.pool, "_pool", None)
+        if hasattr(self.pool, "on_child_free"):
+            self.pool.on_child_free.append(self.on_child_free)
+        self.window_opened = False  # the gathering batch's unit of the prefetch window (first add)
+
+    def add(self, request: Any) -> None:
+        """Called for each coalescable task the consumer reserved (instead of sending it to the pool)."""
+        if self.closed:
+            return self.handle(request)
+        if not self.window_opened:  # not at construction: the strategy is built before the QoS
+            self.consumer.qos.increment_eventually()
+            self.window_opened = True
+        plan = planned_encode(request)
+        if plan is not None and any(len(text) > self.max_text_chars for text in plan.texts):
+            plan = None  # the task fails in the child with the length limit's own message
+        count = len(plan.texts) if plan else 0
+        if count >= self.max_texts:
+            return self.handle(request)  # already a full batch on its own
+        if self.held_texts + count > self.max_texts:
+            self.flush()
+        self.held.append((request, plan))
+        self.held_texts += count
+        self.consumer.qos.increment_eventually()  # held tasks do not use up the prefetch window
+        if self.held_texts >= self.max_texts or (len(self.held) == 1 and self.children_all_idle()):
+            self.flush()
+        elif self.flush_timer is None and not self.wait_over:
+            self.flush_timer = self.consumer.timer.call_after(self.wait_s, self.on_wait_over)
+        return None
+
+    def children_all_idle(self) -> bool:
+        return bool(self.pool.all_children_idle()) if hasattr(self.pool, "all_children_idle") else False
+
+    def child_is_free(self) -> bool:
+        return self.pool.has_idle_child() if hasattr(self.pool, "has_idle_child") else True
+
+    def on_wait_over(self) -> None:
+        """The first held task has waited the wait: go now if a child can take the batch.
+
+        Otherwise on_child_free sends it the moment a child finishes a job; a child that comes
+        free another way (a recycled child's replacement starting) sends no such notice, so
+        the batch also looks again every RECHECK_S: without that, two children recycling at
+        once left a held batch waiting forever.
+        """
+        self.flush_timer = None
+        if self.child_is_free():
+            self.flush()
+        else:
+            self.wait_over = True
+            self.flush_timer = self.consumer.timer.call_after(RECHECK_S, self.on_wait_over)
+
+    def on_child_free(self) -> None:
+        if self.wait_over and self.held and self.child_is_free():
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is held to the pool: one task alone as usual, several as one batch job."""
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
+        self.wait_over = False
+        held, self.held, self.held_texts = self.held, [], 0
+        live = []
+        for request, plan in held:
+            if request.revoked():  # revoked or expired while held: acked and announced by Celery
+                self.consumer.qos.decrement_eventually()
+            else:
+                live.append((request, plan))
+        if not live:
+            return
+        self.consumer.qos.decrement_eventually()  # from here the batch counts as one reserved task
+        if len(live) == 1:
+            self.handle(live[0][0])
+            return
+        self.dispatch(live)
+
+    def dispatch(self, live: list[tuple[Any, PlannedEncode | None]]) -> None:
+        requests = [request for request, _ in live]
+        plans = [plan for _, plan in live if plan is not None]
+        entries = [(r.type, r.id, r.request_dict, r.body, r.content_type, r.content_encoding) for r in requests]
+        completion = BatchCompletion(requests, self.consumer.qos)
+        hard_limit, soft_limit = _longest_time_limits(requests)
+        try:
+            result = self.consumer.pool.apply_async(
+                run_batch,
+                args=(self.trace, entries, plans),
+                accept_callback=completion.on_accepted,
+                timeout_callback=completion.on_timeout,
+                callback=completion.on_results,
+                error_callback=completion.on_failure,
+                soft_timeout=soft_limit,
+                timeout=hard_limit,
+                correlation_id=requests[0].id,
+            )
+        except Exception:
+            logger.exception(
+                "could not hand a batch of %d tasks to the pool; returning them to the queue", len(requests)
+            )
+            for request in requests:
+                request.reject(requeue=True)
+            completion.release()
+            return
+        for request in requests:
+            # Lets `revoke(terminate=True)` find the job; it ends the whole batch's child.
+            request._apply_result = ref(result) if result is not None else None
+        logger.debug("coalesced %d tasks (%d texts) into one job", len(requests), sum(len(p.texts) for p in plans))
+
+    def close(self) -> None:
+        """The consumer's connection is gone: its held messages go back to their queues with it."""
+        self.closed = True
+        if hasattr(self.pool, "on_child_free") and self.on_child_free in self.pool.on_child_free:
+            self.pool.on_child_free.remove(self.on_child_free)
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
+        self.held, self.held_texts = [], 0
+
+
+def _longest_time_limits(requests: list[Any]) -> tuple[float | None, float | None]:
+    hard = [r.time_limits[0] or r.task.time_limit for r in requests]
+    soft = [r.time_limits[1] or r.task.soft_time_limit for r in requests]
+    return (max(hard) if all(hard) else None), (max(soft) if all(soft) else None)
+
+
+class BatchCompletion:
+    """The pool's callbacks for one batch job, fanned out to each task's own Request handlers."""
+
+    def __init__(self, requests: list[Any], qos: Any) -> None:
+        self.requests = requests
+        self.qos = qos
+        self.released = False
+
+    def on_accepted(self, pid: int, time_accepted: float) -> None:
+        for request in self.requests:
+            _each(request.on_accepted, pid, time_accepted)
+
+    def on_results(self, results: Any) -> None:
+        if not isinstance(results, list) or len(results) != len(self.requests):
+            logger.error("a batch job returned %r instead of one outcome per task", type(results).__name__)
+            results = [None] * len(self.requests)
+        for request, outcome in zip(self.requests, results, strict=True):
+            if outcome is None:
+                request.reject(requeue=True)
+            else:
+                _each(request.on_success, outcome)
+        self.release()
+
+    def on_failure(self, exc_info: Any) -> None:
+        """The job itself failed (its child died, or was killed at the time limit)."""
+        for request in self.requests:
+            _each(request.on_failure, exc_info)
+        self.release()
+
+    def on_timeout(self, soft: bool, timeout: float) -> None:
+        for request in self.requests:
+            _each(request.on_timeout, soft, timeout)
+        if not soft:
+            self.release()
+
+    def release(self) -> None:
+        """Give back the prefetch window the batch's tasks beyond the first held, once."""
+        if not self.released:
+            self.released = True
+            if len(self.requests) > 1:
+                self.qos.decrement_eventually(len(self.requests) - 1)
+
+
+def _each(handler: Any, *args: Any) -> None:
+    """Run one task's handler; an error there must not stop its batch-mates' acks."""
+    try:
+        handler(*args)
+    except Exception:
+        logger.exception("handling the outcome of a batched task failed")
+
+
+class _ConsumerForBatching:
+    """The consumer as Celery's default strategy sees it, except that reserved tasks go to the Batcher."""
+
+    def __init__(self, consumer: Any, batcher: Batcher) -> None:
+        self._consumer = consumer
+        self.on_task_request = batcher.add
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+_BATCHERS: dict[int, tuple[Any, Batcher]] = {}
+
+
+def batcher_for(consumer: Any) -> Batcher:
+    """The consumer's Batcher for its current connection (strategies are rebuilt on reconnect)."""
+    settings = consumer.app.settings
+    key = id(consumer)
+    connection = consumer.connection
+    current = _BATCHERS.get(key)
+    if current is not None and current[0] is connection:
+        return current[1]
+    if current is not None:
+        current[1].close()
+    batcher = Batcher(
+        consumer, settings.microbatch_max_texts, settings.microbatch_wait_ms / 1000, settings.max_text_chars
+    )
+    _BATCHERS[key] = (connection, batcher)
+    return batcher
+
+
+def strategy(task: Task, app: Any, consumer: Any, **kwargs: Any) -> Any:
+    """Task.Strategy of the coalesced tasks: Celery's default, with reserved tasks going to a Batcher.
+
+    Only for a prefork worker on its event loop (the timer and pool callbacks then all run in
+    the main thread) with micro-batching on; otherwise exactly Celery's default.
+    """
+    from celery.concurrency.prefork import TaskPool as PreforkTaskPool
+
+    settings = app.settings
+    controller = getattr(consumer, "controller", None)
+    on_event_loop = bool(getattr(controller, "use_eventloop", False))
+    if settings.microbatch_max_texts < 2 or not on_event_loop or not isinstance(consumer.pool, PreforkTaskPool):
+        return default_strategy(task, app, consumer, **kwargs)
+    return default_strategy(task, app, _ConsumerForBatching(consumer, batcher_for(consumer)), **kwargs)
+
+
+class CoalescedTask(Task):
+    """Base of inference.embed and inference.classify: small tasks may share one encode."""
+
+    Strategy = "inference_tasks.microbatch:strategy"
