@@ -57,8 +57,9 @@ def test_a_trained_head_is_stored_beats_zero_shot_and_reports_progress(stack):
     result = train(inference.app, "support", texts, labels)
     seen, infos = set(), []
     while not result.ready():
-        if result.state == "PROGRESS":
-            seen.add(result.info["stage"])
+        meta = result.backend.get_task_meta(result.id)  # one read: state and info may not match across two
+        if meta["status"] == "PROGRESS":
+            seen.add(meta["result"]["stage"])
         if len(infos) < 4:
             infos.append(inference.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S))
         time.sleep(0.02)
