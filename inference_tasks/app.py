@@ -12,6 +12,7 @@ from kombu import Exchange, Queue
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
 from inference_tasks.leases import LeaseRenewal
+from inference_tasks.microbatch import StopBatchingOnConsumerStop
 from inference_tasks.monitoring import guard_flower
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
@@ -115,6 +116,7 @@ class InferenceApp(Celery):
         # A callable default is evaluated on first use of app.conf, not at import time.
         self.add_defaults(lambda: celery_conf(self.settings))
         self.steps["consumer"].add(LeaseRenewal)
+        self.steps["consumer"].add(StopBatchingOnConsumerStop)
         guard_flower(self)
 
     @property

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import ref
 
-from celery import Task
+from celery import Task, bootsteps
 from celery.app.trace import fast_trace_task, trace_task_ret
 from celery.worker.strategy import default as default_strategy
 
@@ -295,6 +295,30 @@ def batcher_for(consumer: Any) -> Batcher:
     )
     _BATCHERS[key] = (connection, batcher)
     return batcher
+
+
+def close_batcher(consumer: Any) -> None:
+    """Drop what the consumer's batcher holds and stop it from sending anything more."""
+    current = _BATCHERS.pop(id(consumer), None)
+    if current is not None:
+        current[1].close()
+
+
+class StopBatchingOnConsumerStop(bootsteps.StartStopStep):
+    """Consumer step: when the consumer stops (warm shutdown, or a lost connection), held tasks are dropped.
+
+    Their messages are still unacknowledged and go back to the queue with the consumer's
+    connection; sending them to the pool during the shutdown ran them here while another worker
+    got them back too (seen in the rolling-restart test: two tasks ran twice). A new connection
+    gets a new batcher (strategies are rebuilt).
+    """
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def stop(self, parent: Any) -> None:
+        close_batcher(parent)
+
+    shutdown = stop
 
 
 def strategy(task: Task, app: Any, consumer: Any, **kwargs: Any) -> Any:

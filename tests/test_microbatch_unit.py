@@ -299,3 +299,16 @@ def test_planned_encode_reads_texts_and_normalize_from_args_or_kwargs():
     assert planned_encode(FakeRequest("e", kwargs={"texts": ["x", 3]})) is None
     zero_shot = FakeRequest("f", kwargs={"texts": ["x"], "labels": ["a", "b"]}, name=CLASSIFY_TASK)
     assert planned_encode(zero_shot).normalize is True  # classify always compares unit vectors
+
+
+def test_a_closed_batcher_drops_what_it_holds_and_sends_nothing_more():
+    """On a warm shutdown or a lost connection the held messages go back to the queue unacked;
+    running them here as well would run them twice."""
+    consumer = FakeConsumer()
+    coalescer = batcher(consumer)
+    coalescer.add(one_text("held"))
+    coalescer.close()
+    consumer.timer.fire()
+    consumer.pool._pool.free_one()
+    assert consumer.pool.jobs == [] and consumer.handled == [] and coalescer.held == []
+    assert consumer.pool._pool.on_child_free == []
