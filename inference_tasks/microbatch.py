@@ -290,9 +290,8 @@ def batcher_for(consumer: Any) -> Batcher:
         return current[1]
     if current is not None:
         current[1].close()
-    batcher = Batcher(
-        consumer, settings.microbatch_max_texts, settings.microbatch_wait_ms / 1000, settings.max_text_chars
-    )
+    max_texts = min(settings.microbatch_max_texts, settings.max_batch_texts)
+    batcher = Batcher(consumer, max_texts, settings.microbatch_wait_ms / 1000, settings.max_text_chars)
     _BATCHERS[key] = (connection, batcher)
     return batcher
 

@@ -29,7 +29,7 @@ LABELS = ["shipping", "billing", "bug report"]
 @pytest.fixture(scope="module")
 def batching_worker(start_worker):
     """One child, so every coalesced task meets in it, and a wait long enough to coalesce a loop's sends."""
-    return start_worker(concurrency=1, microbatch_wait_ms=WAIT_MS)
+    return start_worker(concurrency=1, microbatch_max_texts=32, microbatch_wait_ms=WAIT_MS)
 
 
 def batch_counters(worker) -> dict:
@@ -126,7 +126,13 @@ def test_one_text_tasks_from_the_ruby_client_are_coalesced_too(batching_worker, 
 def test_batches_keep_flowing_while_every_child_recycles(start_worker):
     """Children recycling every 2 jobs: replacements come up idle without a job finishing, and a
     batch held while both children were leaving must still go out (this once hung forever)."""
-    worker = start_worker(concurrency=2, max_tasks_per_child=2, max_tasks_per_child_jitter=0, microbatch_wait_ms=20)
+    worker = start_worker(
+        concurrency=2,
+        max_tasks_per_child=2,
+        max_tasks_per_child_jitter=0,
+        microbatch_max_texts=32,
+        microbatch_wait_ms=20,
+    )
     results = [worker.app.send_task(EMBED_TASK, args=[[text]]) for text in SENTENCES[:80]]
     for result in results:
         assert len(result.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) == 1
