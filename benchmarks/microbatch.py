@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import cpu_seconds, make_batches, rotated, run_threads, stop_cleanly_on_term
 from inference_tasks import localstack
-from inference_tasks.config import DEFAULT_MICROBATCH_WAIT_MS, RECOMMENDED_MICROBATCH_MAX_TEXTS, available_cores
+from inference_tasks.config import DEFAULT_MICROBATCH_MAX_TEXTS, DEFAULT_MICROBATCH_WAIT_MS, available_cores
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK
 from inference_tasks.wire import encode, task_message
 
 RESULT_TIMEOUT_S = 600
-CONFIGS = {"batched": RECOMMENDED_MICROBATCH_MAX_TEXTS, "unbatched": 0}
+CONFIGS = {"batched": DEFAULT_MICROBATCH_MAX_TEXTS, "unbatched": 0}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -263,7 +263,7 @@ def main() -> None:
         "cores": cores,
         "producers": args.producers,
         "rounds": args.rounds,
-        "microbatch_max_texts": RECOMMENDED_MICROBATCH_MAX_TEXTS,
+        "microbatch_max_texts": DEFAULT_MICROBATCH_MAX_TEXTS,
         "microbatch_wait_ms": DEFAULT_MICROBATCH_WAIT_MS,
         "total_s": total_s,
         "results": rows,

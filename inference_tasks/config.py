@@ -27,11 +27,8 @@ DEFAULT_MAX_BATCH_TEXTS = 256
 # Micro-batching (microbatch.py): small embed/classify tasks wait in the worker's main process
 # at most this long, or until they add up to this many texts, then share one encode. 32 short
 # texts encode in little more time than one; 5 ms is small next to a task's ~10 ms round trip.
-# Off by default for now (0): in clean-clone CI runs a rolling restart under load ran two held or
-# batched tasks twice (once during the warm shutdown, once after redelivery); until that is
-# fixed, set it (32 is the measured setting) where tasks are idempotent, as embed/classify are.
-DEFAULT_MICROBATCH_MAX_TEXTS = 0
-RECOMMENDED_MICROBATCH_MAX_TEXTS = 32
+# 0 turns it off (one encode per task).
+DEFAULT_MICROBATCH_MAX_TEXTS = 32
 DEFAULT_MICROBATCH_WAIT_MS = 5.0
 MAX_MICROBATCH_WAIT_MS = 1000.0
 # Texts longer than this are rejected, not truncated. The model itself reads only the first

@@ -306,6 +306,34 @@ def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worke
     report("rolling restart", sent=300, completed=300, lost=0, duplicated=duplicated, running_task_attempts=1)
 
 
+def test_a_job_in_a_childs_pipe_when_a_warm_shutdown_begins_runs_once_and_is_acked(start_worker):
+    """When a warm shutdown begins, Celery's pool forgets every job its child has not yet confirmed
+    (AsynPool.flush), though the child will still read it from its pipe and run it; the result
+    then matches nothing, the message is never acked, goes back to the queue at disconnect and runs
+    again elsewhere (1-2 of 300 tasks in the rolling restart on a busy host). Here the child is
+    frozen between the parent writing the job into its pipe and reading it, the worker is TERMed,
+    then the child is thawed: the task runs once and its message is acknowledged, not re-queued."""
+    worker = start_worker(concurrency=1, include=PROBES)
+    redis = redis_client(worker.redis_url)
+    assert eventually(lambda: "child ready" in worker.log(), timeout=60)  # warmed up, waiting for jobs
+    [child] = worker.child_pids()
+    os.kill(child, signal.SIGSTOP)
+    try:
+        result = worker.app.send_task(EMBED_TASK, args=[BATCH[:2]])
+        assert eventually(lambda: f"[{result.id}] received" in worker.log())
+        time.sleep(0.5)  # the parent writes the job into its idle child's pipe at once
+        worker.process.send_signal(signal.SIGTERM)
+        assert eventually(lambda: "Warm shutdown" in worker.log())
+        time.sleep(1.0)  # the consumer's flush runs while the child is still frozen
+    finally:
+        os.kill(child, signal.SIGCONT)
+    assert worker.process.wait(timeout=60) == 0
+    assert len(result.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) == 2
+    assert redis.llen("inference") == 0, "the message went back to the queue: it would run again"
+    assert redis.hlen("unacked") == 0
+    assert worker.successes()[result.id] == 1
+
+
 def test_term_to_the_whole_process_group_is_still_a_warm_shutdown(start_worker):
     """SIGTERM to every process of the worker at once (systemd's default KillMode, honcho): the running
     task still finishes on its first attempt and the worker exits cleanly."""
