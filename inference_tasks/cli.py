@@ -1,4 +1,8 @@
-"""`inference-tasks`: presets over Celery's own CLI, so Procfiles and people start the right profile.
+"""`inference-tasks`: worker presets for Procfiles and people, and the operator's tools.
+
+`worker` / `trainer` start the right profile; `doctor`, `status` and `metrics` look at a running
+fleet; `embed FILE` / `classify FILE` push a whole file through it. Nothing heavy is imported
+until a command needs it (`doctor` loads the model; the others never import torch).
 
 Each preset replaces this process with `celery -A inference_tasks worker ...` (exec, not a child):
 signals reach Celery directly, so TERM stays a warm shutdown. Extra arguments are passed through
@@ -7,8 +11,12 @@ and, given later on the command line, override the preset's (e.g. `--concurrency
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -44,6 +52,123 @@ def trainer(celery_args: tuple[str, ...]) -> None:
     """Trainer profile: queue `training`, one prefork child using INFERENCE_TRAINER_THREADS threads."""
     preset = ["-Q", TRAINING_QUEUE, "--pool", "prefork", "--concurrency", "1", "-n", "trainer@%h", "-l", "info"]
     exec_celery_worker(preset, celery_args, {"INFERENCE_PROFILE": "trainer"})
+
+
+def _app() -> Any:
+    from inference_tasks.app import app
+
+    return app
+
+
+@main.command()
+@click.option("--skip-model", is_flag=True, help="Do not load the model here (it imports torch: seconds).")
+@click.option("--timeout", default=2.0, show_default=True, help="Seconds to wait for workers' replies.")
+def doctor(skip_model: bool, timeout: float) -> None:
+    """Check Redis, the model and every live worker's thread budget; exit 1 on any problem."""
+    from rich.console import Console
+
+    from inference_tasks.doctor import run_doctor
+
+    sys.exit(run_doctor(_app(), Console(), check_the_model=not skip_model, timeout=timeout))
+
+
+@main.command()
+@click.option("--timeout", default=1.0, show_default=True, help="Seconds to wait for workers' replies.")
+@click.option("--failures", default=10, show_default=True, help="How many recent failures to show.")
+def status(timeout: float, failures: int) -> None:
+    """Queues and their depths, workers online, recent failures."""
+    from rich.console import Console
+
+    from inference_tasks.status import show_status
+
+    sys.exit(show_status(_app(), Console(), timeout, failures))
+
+
+@main.command()
+@click.option("--address", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=9808, show_default=True, help="Port of /metrics.")
+@click.option("--timeout", default=1.0, show_default=True, help="Seconds a scrape waits for workers' replies.")
+def metrics(address: str, port: int, timeout: float) -> None:
+    """Serve Prometheus metrics: queue depths, unacked, dead letters, per-child threads, recycles."""
+    from inference_tasks.metrics import serve
+
+    click.echo(f"serving http://{address}:{port}/metrics", err=True)
+    serve(_app(), address, port, timeout)
+
+
+def _bulk_options(function: Any) -> Any:
+    function = click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))(function)
+    function = click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        required=True,
+        help="Results, one JSON line per text in input order (.jsonl); embed also takes .npy.",
+    )(function)
+    function = click.option("--batch-size", default=64, show_default=True, help="Texts per task.")(function)
+    function = click.option("--in-flight", default=8, show_default=True, help="Tasks waiting at a time.")(function)
+    function = click.option("--restart", is_flag=True, help="Overwrite the output instead of resuming it.")(function)
+    function = click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for one task.")(
+        function
+    )
+    return function
+
+
+@main.command()
+@_bulk_options
+def embed(source: Path, output: Path, batch_size: int, in_flight: int, restart: bool, timeout: float) -> None:
+    """Embed every text of SOURCE (JSONL or one text per line) through the workers."""
+    _run_bulk("embed", source, output, batch_size, in_flight, restart, timeout, None)
+
+
+@main.command()
+@_bulk_options
+@click.option("-l", "--label", "labels", multiple=True, required=True, help="A candidate label (repeat).")
+def classify(
+    source: Path, output: Path, batch_size: int, in_flight: int, restart: bool, timeout: float, labels: tuple[str, ...]
+) -> None:
+    """Classify every text of SOURCE zero-shot over the given labels."""
+    _run_bulk("classify", source, output, batch_size, in_flight, restart, timeout, list(labels))
+
+
+def _run_bulk(
+    kind: str, source: Path, output: Path, batch_size: int, in_flight: int, restart: bool, timeout: float,
+    labels: list[str] | None,
+) -> None:  # fmt: skip
+    from tqdm import tqdm
+
+    from inference_tasks import bulk
+
+    app = _app()
+    try:
+        bulk.check_batch_size(batch_size, app.settings)
+        items = bulk.read_items(source, app.settings.max_text_chars)
+        to_npy = output.suffix == ".npy"
+        if to_npy and kind != "embed":
+            raise bulk.BulkInputError(".npy output holds embeddings only; use .jsonl for classify")
+        if restart:
+            output.unlink(missing_ok=True)
+        done = 0 if to_npy else bulk.completed_lines(output, items)
+        vectors: list[list[float]] = []
+        with contextlib.ExitStack() as stack:
+            sink = None if to_npy else stack.enter_context(open(output, "a", encoding="utf-8"))
+            bar = stack.enter_context(tqdm(total=len(items), initial=done, unit="text", desc=kind))
+
+            def write(records: list[dict[str, Any]]) -> None:
+                if sink is None:
+                    vectors.extend(record["embedding"] for record in records)
+                    return
+                sink.write("".join(json.dumps(record) + "\n" for record in records))
+                sink.flush()
+
+            bulk.run(app, kind, items[done:], write, batch_size, in_flight, labels, timeout, bar.update)
+        if to_npy:
+            import numpy as np
+
+            np.save(output, np.asarray(vectors, dtype=np.float32))
+    except bulk.BulkInputError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"{len(items)} texts -> {output} ({done} already done by an earlier run)", err=True)
 
 
 if __name__ == "__main__":

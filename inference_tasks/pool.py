@@ -24,6 +24,13 @@ from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 # process, before any child is forked, so every child writes to the same memory.
 MAX_POOL_SLOTS = 1024
 _LAST_TASK = RawArray("b", MAX_POOL_SLOTS)
+# The native compute threads each slot's child was pinned to, written by the child at start and
+# read by the main process for `doctor` and the metrics exporter (control.py); 0 = not yet known.
+_COMPUTE_THREADS = RawArray("i", MAX_POOL_SLOTS)
+# Each slot's device (-1: CPU, N: cuda:N) and the CUDA memory its child's torch holds (MiB),
+# written by the child (at start; after each job), read the same way.
+_DEVICE_INDEX = RawArray("i", [-1] * MAX_POOL_SLOTS)
+_GPU_MEMORY_MIB = RawArray("i", MAX_POOL_SLOTS)
 
 
 def this_childs_slot() -> int | None:
@@ -47,6 +54,35 @@ def is_running_last_task(slot: int | None) -> bool:
     return slot is not None and 0 <= slot < MAX_POOL_SLOTS and bool(_LAST_TASK[slot])
 
 
+def record_compute_threads(slot: int | None, count: int) -> None:
+    """Called in a child once its pools are pinned: how many threads one parallel region may run."""
+    if slot is not None and 0 <= slot < MAX_POOL_SLOTS:
+        _COMPUTE_THREADS[slot] = count
+
+
+def compute_threads(slot: int | None) -> int:
+    """What the child in `slot` recorded (read in the main process); 0 if it has not yet."""
+    return _COMPUTE_THREADS[slot] if _valid(slot) else 0
+
+
+def record_device(slot: int | None, device: str, gpu_memory_mib: int = 0) -> None:
+    """Called in a child: the device it placed its model on, and its CUDA memory now."""
+    if _valid(slot):
+        _DEVICE_INDEX[slot] = int(device.split(":", 1)[1]) if device.startswith("cuda:") else -1
+        _GPU_MEMORY_MIB[slot] = gpu_memory_mib
+
+
+def device_of(slot: int | None) -> tuple[str, int]:
+    """The device the child in `slot` recorded and its CUDA memory in MiB (read in the main process)."""
+    if not _valid(slot) or _DEVICE_INDEX[slot] < 0:
+        return "cpu", 0
+    return f"cuda:{_DEVICE_INDEX[slot]}", _GPU_MEMORY_MIB[slot]
+
+
+def _valid(slot: int | None) -> bool:
+    return slot is not None and 0 <= slot < MAX_POOL_SLOTS
+
+
 # After a child's last result, look for its exit this often, for at most this long (see below).
 REAP_CHECK_INTERVAL_S = 0.01
 REAP_CHECK_FOR_S = 3.0
@@ -58,9 +94,20 @@ class LastTaskAwareAsynPool(AsynPool):
     # the micro-batcher (microbatch.py) hands over a batch it held while every child was busy.
     on_child_free: list[Callable[[], None]]
 
+    # Children that exited and were replaced since the worker started (recycles and crashes),
+    # for the metrics exporter.
+    children_exited = 0
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.on_child_free = []
         super().__init__(*args, **kwargs)
+
+    def _join_exited_workers(self, shutdown: bool = False) -> Any:
+        before = {process.pid for process in self._pool}
+        cleaned = super()._join_exited_workers(shutdown)
+        if not shutdown:
+            self.children_exited += len(before - {process.pid for process in self._pool})
+        return cleaned
 
     def has_idle_child(self) -> bool:
         """A child is waiting for work and no job is queued for the next free one."""

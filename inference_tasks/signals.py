@@ -25,7 +25,17 @@ from celery.signals import (
     worker_ready,
 )
 
-from inference_tasks import pool, recycling, replies, thread_budget, threads
+from inference_tasks import (
+    control,  # noqa: F401 - registers the `inference_processes` remote control command
+    devices,
+    pool,
+    queue_state,
+    recycling,
+    replies,
+    store,
+    thread_budget,
+    threads,
+)
 from inference_tasks.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED
 
 logger = logging.getLogger(__name__)
@@ -85,7 +95,9 @@ def preload_model(settings: Any) -> None:
     if HOLDER.threads != 1:
         return
     threads.limit_loaded_pools(1)
-    HOLDER.load(settings.model, settings.device, mode=LOAD_PRELOADED)
+    # Always on the CPU here: a CUDA context in this process would break every child forked
+    # from it; each child moves its copy to its own device (place_model).
+    HOLDER.load(settings.model, devices.CPU, mode=LOAD_PRELOADED)
     gc.freeze()
 
 
@@ -121,9 +133,11 @@ def pin_threads_and_load_model(**_: Any) -> None:
         threads.set_offline_env(os.environ)
     if HOLDER.threads is not None:
         threads.limit_loaded_pools(HOLDER.threads)
-    if HOLDER.embedder is None:
-        HOLDER.load(settings.model, settings.device, mode=LOAD_IN_CHILD)
+    place_model(settings)
     HOLDER.warm_up()
+    # After the warm-up, when every native pool this child will use has started.
+    pool.record_compute_threads(HOLDER.pool_slot, threads.compute_threads())
+    record_device()
     HOLDER.ready_seconds = threads.process_age_seconds()
     if HOLDER.embedder is not None:
         logger.info(
@@ -135,6 +149,39 @@ def pin_threads_and_load_model(**_: Any) -> None:
         )
     if HOLDER.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
+
+
+def place_model(settings: Any) -> None:
+    """Load (or move the main process's CPU copy) onto this process's device, with its batch size.
+
+    The device is a pure function of the setting, this child's stable pool slot and the GPUs
+    visible here (devices.py); a failure to find a GPU fails every task with the reason.
+    """
+    try:
+        gpus = devices.visible_gpu_count() if settings.device != devices.CPU else 0
+        device = devices.choose_device(settings.device, HOLDER.pool_slot, gpus)
+    except devices.NoGpu as error:
+        HOLDER.embedder, HOLDER.error = None, str(error)
+        logger.error("%s; every task in this process will fail", error)
+        return
+    if HOLDER.embedder is None:
+        HOLDER.load(settings.model, device, mode=LOAD_IN_CHILD)
+    elif HOLDER.embedder.device != device:
+        HOLDER.embedder.place(device, settings.cuda_dtype)
+    if HOLDER.embedder is None:
+        return
+    on_gpu = device.startswith(devices.CUDA)
+    if on_gpu and settings.cuda_dtype != "float32" and HOLDER.load_mode == LOAD_IN_CHILD:
+        HOLDER.embedder.place(device, settings.cuda_dtype)
+    HOLDER.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
+    logger.info("model on %s (encode batch size %d)", device, HOLDER.embedder.batch_size)
+
+
+def record_device() -> None:
+    """Tell the main process (pool.py shared memory) this child's device and CUDA memory."""
+    device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
+    memory = devices.gpu_memory(device)
+    pool.record_device(HOLDER.pool_slot, device, (memory["reserved_bytes"] >> 20) if memory else 0)
 
 
 @worker_process_init.connect
@@ -215,6 +262,19 @@ def reply_on_failure(sender: Any = None, exception: BaseException | None = None,
     replies.reply(sender.request, sender.app.settings, "FAILURE", error=exception)
 
 
+@task_failure.connect
+def remember_failure(
+    sender: Any = None, task_id: str | None = None, exception: BaseException | None = None, **_: Any
+) -> None:
+    """Keep a line per failed task where `inference-tasks status` shows it (results expire, logs stay on their host)."""
+    try:
+        client = store.broker_redis(sender.app.settings)
+        error = f"{type(exception).__name__}: {exception}"
+        queue_state.record_failure(client, task_id or "", sender.name, error, sender.request.hostname or "")
+    except Exception:  # bookkeeping must never change how a task fails
+        logger.warning("could not record the failure of %s in Redis", task_id, exc_info=True)
+
+
 def job_starts() -> None:
     """Before each pool job in a child (one task, or one micro-batch: batch_job.py).
 
@@ -233,8 +293,10 @@ def job_starts() -> None:
 
 
 def job_ends() -> None:
-    """After each pool job in a child: count it, hand borrowed threads back."""
+    """After each pool job in a child: count it, hand borrowed threads back, report GPU memory."""
     HOLDER.jobs_done += 1
+    if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
+        record_device()
     if thread_budget.BUDGET is not None and HOLDER.pool_slot is not None:
         thread_budget.BUDGET.give_back(HOLDER.pool_slot)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from inference_tasks import store, thread_budget, threads
+from inference_tasks import devices, store, thread_budget, threads
 from inference_tasks.microbatch import CoalescedTask
 from inference_tasks.models import HOLDER
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
@@ -114,6 +114,9 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "model": model.name if model else None,
         "model_error": HOLDER.error,
         "device": model.device if model else None,
+        "encode_batch_size": getattr(model, "batch_size", None),
+        "gpu_memory": devices.gpu_memory(model.device) if model else None,
+        "mps_active": devices.mps_active(),
         "dim": model.dim if model else None,
         "model_load_mode": HOLDER.load_mode,
         "model_load_seconds": HOLDER.load_seconds,

@@ -90,6 +90,21 @@ def thread_report() -> dict[str, Any]:
     return report
 
 
+def compute_threads() -> int:
+    """The most threads one parallel region here may run: torch's intra-op pool or any native pool.
+
+    What a child adds to its host's load when busy; `doctor` sums it over a host's children.
+    """
+    import sys
+
+    import threadpoolctl
+
+    counts = [pool.get("num_threads") or 1 for pool in threadpoolctl.threadpool_info()]
+    if "torch" in sys.modules:
+        counts.append(sys.modules["torch"].get_num_threads())
+    return max(counts, default=1)
+
+
 def rss_bytes(pid: int | None = None) -> int:
     """Resident set size of a process, in bytes."""
     return _proc_status_number(pid, "VmRSS:") * 1024

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what inference_tasks needs on a fresh Debian machine; safe to run again.
-#   - redis-server, openssl, and Ruby with the redis and sidekiq gems (for the Rails client and its
-#     tests) from Debian (sudo if not root)
+#   - redis-server, openssl, Ruby with the redis and sidekiq gems (for the Rails client and its
+#     tests) from Debian (sudo if not root); with WITH_BROWSER=1 (scripts/test.sh) also chromium,
+#     for the headless-browser check of Flower
 #   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
 #     constraints.txt so no later install swaps in a multi-GB CUDA build) and this package.
 set -euo pipefail
@@ -15,6 +16,9 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v ruby >/dev/null || missing+=(ruby)
 ruby -e 'require "redis"' 2>/dev/null || missing+=(ruby-redis)
 command -v sidekiq >/dev/null || missing+=(ruby-sidekiq)
+if [ "${WITH_BROWSER:-0}" = 1 ]; then
+  command -v chromium >/dev/null || missing+=(chromium)
+fi
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo=""

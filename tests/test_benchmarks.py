@@ -128,3 +128,23 @@ def test_microbatch_harness_compares_batched_and_unbatched(tmp_path):
     assert all(row["errors"] == 0 and row["tasks_per_s"] > 0 for row in rows.values())
     assert report["batch_sizes"]["batched"]["batches_run"] > 0
     assert report["batch_sizes"]["unbatched"]["batches_run"] == 0
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
+    """The GPU check (benchmarks/gpu_check.py) at smoke size with --devices cpu: per-child devices are
+    reported and the worker's main process has no CUDA context."""
+    out = tmp_path / "gpu.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_check.py", "--devices", "cpu", "--tasks", "3", "--out", str(out)],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [run] = json.loads(out.read_text())["runs"]
+    assert run["tasks"] == 3 and run["tasks_per_s"] > 0
+    assert [child["device"] for child in run["children"]] == ["cpu", "cpu"]
+    assert run["main_process_cuda_initialized"] is False

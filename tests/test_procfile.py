@@ -20,9 +20,10 @@ def procfile() -> dict[str, list[str]]:
 
 
 def test_procfile_starts_the_whole_stack_with_the_two_profiles():
-    """redis, worker and trainer (the CLI presets), flower."""
+    """redis, worker and trainer (the CLI presets), flower, the metrics exporter."""
     processes = procfile()
-    assert set(processes) == {"redis", "worker", "trainer", "flower"}
+    assert set(processes) == {"redis", "worker", "trainer", "flower", "metrics"}
+    assert processes["metrics"][:2] == ["inference-tasks", "metrics"]
     assert processes["worker"] == ["inference-tasks", "worker"]
     assert processes["trainer"] == ["inference-tasks", "trainer"]
 

@@ -1,0 +1,91 @@
+"""Remote control command `inference_processes`: a worker's main process describes its children.
+
+`inference-tasks doctor` and the metrics exporter ask every live worker with one broadcast. The
+main process answers, not a child: it replies while every child is busy, and the question never
+waits in the task queue behind a backlog (the `inference.worker_info` task does, and reaches
+one child only). Thread counts come from the kernel (/proc) for every child, and from each
+child's own record of the native pool size it was pinned to (shared memory written at start).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from celery.worker.control import inspect_command
+
+from inference_tasks import devices, pool, threads
+from inference_tasks.config import available_cores
+from inference_tasks.models import HOLDER
+
+COMMAND = "inference_processes"
+
+
+def _process_facts(pid: int) -> dict[str, Any]:
+    try:
+        return {"pid": pid, "os_threads": threads.os_thread_count(pid), "rss_bytes": threads.rss_bytes(pid)}
+    except (OSError, RuntimeError):  # exited between listing and reading
+        return {"pid": pid, "os_threads": 0, "rss_bytes": 0}
+
+
+def describe_worker(consumer: Any) -> dict[str, Any]:
+    """What this worker runs: its children with their threads, and the facts that size them."""
+    settings = consumer.app.settings
+    task_pool = consumer.pool
+    processes = list(getattr(getattr(task_pool, "_pool", None), "_pool", None) or [])
+    children = []
+    for process in processes:
+        if process.pid is None:
+            continue
+        slot = getattr(process, "index", None)
+        device, gpu_memory_mib = pool.device_of(slot)
+        children.append(
+            {
+                **_process_facts(process.pid),
+                "slot": slot,
+                "compute_threads": pool.compute_threads(slot),
+                "device": device,
+                "gpu_memory_mib": gpu_memory_mib,
+            }
+        )
+    runs_tasks_itself = not processes  # the solo pool: the main process runs the tasks
+    main = {**_process_facts(os.getpid()), "cuda_initialized": devices.cuda_initialized()}
+    if runs_tasks_itself:
+        embedder = HOLDER.embedder
+        device = embedder.device if embedder is not None else "cpu"
+        memory = devices.gpu_memory(device)
+        children.append(
+            {
+                **_process_facts(os.getpid()),
+                "slot": None,
+                "compute_threads": threads.compute_threads(),
+                "device": device,
+                "gpu_memory_mib": (memory["reserved_bytes"] >> 20) if memory else 0,
+            }
+        )
+    return {
+        "host": socket.gethostname(),
+        "cores": available_cores(),
+        "profile": HOLDER.profile,
+        "pinned": settings.pin_threads,
+        "configured_threads": HOLDER.threads,
+        "adaptive_threads": settings.adaptive_threads,
+        "concurrency": len(children),
+        "main": main,
+        "children": children,
+        "model": settings.model,
+        "device_setting": settings.device,
+        "mps_active": devices.mps_active(),
+        "model_load_mode": HOLDER.load_mode,
+        "model_load_seconds": HOLDER.load_seconds,
+        "import_seconds": HOLDER.import_seconds,
+        "children_exited": getattr(getattr(task_pool, "_pool", None), "children_exited", 0),
+        "max_tasks_per_child": settings.max_tasks_per_child,
+    }
+
+
+@inspect_command(name=COMMAND)
+def inference_processes(state: Any, **_: Any) -> dict[str, Any]:
+    """Registered in every worker that imports this module (signals.py does)."""
+    return describe_worker(state.consumer)

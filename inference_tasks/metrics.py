@@ -1,0 +1,146 @@
+"""Prometheus exporter (`inference-tasks metrics`): what Flower lacks, read fresh on every scrape.
+
+A separate small process, not an endpoint inside the workers: queue depth must be visible with
+no worker running (a scaler scaling up from zero reads it, and a worker stuck on a backlog must
+not delay its own alarm), one exporter serves a whole fleet, and a prefork worker's children
+could not share one port anyway. Queue figures come from Redis (queue_state.py); thread, memory,
+model-load and recycle figures from one broadcast to every worker's main process (control.py),
+bounded by a timeout so a scrape never hangs on a dead worker. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from inference_tasks import queue_state, store
+
+DEFAULT_PORT = 9808
+DEFAULT_BROADCAST_TIMEOUT_S = 1.0
+
+
+class InferenceCollector(Collector):
+    def __init__(self, app: Any, broadcast_timeout: float = DEFAULT_BROADCAST_TIMEOUT_S) -> None:
+        self.app = app
+        self.broadcast_timeout = broadcast_timeout
+
+    def collect(self) -> Iterator[Any]:
+        started = time.perf_counter()
+        yield from self._queue_metrics()
+        yield from self._worker_metrics()
+        took = GaugeMetricFamily("inference_scrape_seconds", "Time this scrape took to read Redis and ask workers")
+        took.add_metric([], time.perf_counter() - started)
+        yield took
+
+    def _queue_metrics(self) -> Iterator[Any]:
+        up = GaugeMetricFamily("inference_redis_up", "1 if Redis answered this scrape")
+        client = store.broker_redis(self.app.settings)
+        try:
+            depths = queue_state.queue_depths(client)
+            unacked = queue_state.unacked_count(client)
+            dead = queue_state.dead_letter_count(client)
+            failures = client.llen(queue_state.RECENT_FAILURES_KEY)
+        except Exception:  # noqa: BLE001 - Redis down is itself the reading
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        depth = GaugeMetricFamily(
+            "inference_queue_depth",
+            "Messages waiting in a queue's Redis list for one priority (0 is served first)",
+            labels=["queue", "priority"],
+        )
+        total = GaugeMetricFamily(
+            "inference_queue_depth_total", "Messages waiting in a queue, all priorities", labels=["queue"]
+        )
+        totals: dict[str, int] = {}
+        for entry in depths:
+            depth.add_metric([entry.queue, str(entry.priority)], entry.depth)
+            totals[entry.queue] = totals.get(entry.queue, 0) + entry.depth
+        for queue, count in totals.items():
+            total.add_metric([queue], count)
+        yield depth
+        yield total
+        yield _gauge("inference_unacked_messages", "Messages delivered to a worker and not yet acknowledged", unacked)
+        yield _gauge("inference_dead_letter_messages", "Refused raw messages kept in the dead-letter list", dead)
+        yield _gauge("inference_recent_failures", "Failed tasks in the recent-failures list (capped)", failures)
+
+    def _worker_metrics(self) -> Iterator[Any]:
+        from inference_tasks.doctor import ask_workers, host_verdicts
+
+        try:
+            replies = ask_workers(self.app, self.broadcast_timeout)
+        except Exception:  # noqa: BLE001 - no broker: queue metrics already say so
+            replies = {}
+        workers = GaugeMetricFamily("inference_workers", "Workers that answered this scrape's broadcast")
+        workers.add_metric([], len(replies))
+        yield workers
+        child_labels = ["worker", "slot"]
+        os_threads = GaugeMetricFamily(
+            "inference_child_os_threads", "Threads the kernel counts in a child", labels=child_labels
+        )
+        compute = GaugeMetricFamily(
+            "inference_child_compute_threads",
+            "Native compute threads a child's pools run (torch, BLAS, OpenMP)",
+            labels=child_labels,
+        )
+        rss = GaugeMetricFamily("inference_child_rss_bytes", "Resident memory of a child", labels=child_labels)
+        load = GaugeMetricFamily(
+            "inference_worker_model_load_seconds",
+            "Model load time in the worker's main process (preloaded)",
+            labels=["worker"],
+        )
+        exited = CounterMetricFamily(
+            "inference_worker_children_exited",
+            "Children that exited and were replaced (recycles, crashes)",
+            labels=["worker"],
+        )
+        for node, report in sorted(replies.items()):
+            for child in report["children"]:
+                labels = [node, str(child["slot"])]
+                os_threads.add_metric(labels, child["os_threads"])
+                compute.add_metric(labels, child["compute_threads"])
+                rss.add_metric(labels, child["rss_bytes"])
+            if report.get("model_load_seconds") is not None:
+                load.add_metric([node], report["model_load_seconds"])
+            exited.add_metric([node], report.get("children_exited") or 0)
+        yield from (os_threads, compute, rss, load, exited)
+        host_threads = GaugeMetricFamily(
+            "inference_host_compute_threads", "Compute threads of every child on a host, added up", labels=["host"]
+        )
+        host_cores = GaugeMetricFamily("inference_host_cores", "Cores the workers on a host may use", labels=["host"])
+        oversubscribed = GaugeMetricFamily(
+            "inference_host_oversubscribed", "1 when a host's compute threads exceed its cores", labels=["host"]
+        )
+        for host in host_verdicts(replies):
+            host_threads.add_metric([host.host], host.compute_threads)
+            host_cores.add_metric([host.host], host.cores)
+            oversubscribed.add_metric([host.host], int(host.compute_threads > host.cores))
+        yield from (host_threads, host_cores, oversubscribed)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, documentation)
+    gauge.add_metric([], value)
+    return gauge
+
+
+def serve(app: Any, address: str, port: int, broadcast_timeout: float = DEFAULT_BROADCAST_TIMEOUT_S) -> None:
+    """Serve /metrics until the process is stopped."""
+    import threading
+
+    from prometheus_client import start_http_server
+
+    registry = CollectorRegistry()
+    registry.register(InferenceCollector(app, broadcast_timeout))
+    server, thread = start_http_server(port, addr=address, registry=registry)
+    try:
+        threading.Event().wait()
+    finally:
+        server.shutdown()
+        thread.join()

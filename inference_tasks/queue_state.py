@@ -1,0 +1,67 @@
+"""What Redis says about the queues: depth per priority list, unacked, dead letters, recent failures.
+
+Read straight from Redis, so it answers with no worker alive (what a scaler needs to scale up
+from zero) and never waits behind a backlog. Flower shows none of this: it sees tasks through
+events only. Used by `inference-tasks status` and the metrics exporter (metrics.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from inference_tasks.routing import PRIORITY_STEPS, QUEUES, queue_keys
+from inference_tasks.transport import DEAD_LETTER_KEY
+
+# kombu's Redis transport keeps every delivered, not yet acked message in this hash.
+UNACKED_KEY = "unacked"
+# Workers push a line per failed task here (signals.py), newest first, capped.
+RECENT_FAILURES_KEY = "inference-tasks:recent-failures"
+RECENT_FAILURES_MAX = 100
+RECENT_FAILURES_TTL_S = 7 * 86_400
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    queue: str
+    priority: int
+    key: str
+    depth: int
+
+
+def queue_depths(client: Any, queues: tuple[str, ...] = QUEUES) -> list[QueueDepth]:
+    """Waiting messages in every priority list of every queue, read in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    listed = [
+        (queue, step, key) for queue in queues for step, key in zip(PRIORITY_STEPS, queue_keys(queue), strict=True)
+    ]
+    for _, _, key in listed:
+        pipe.llen(key)
+    return [
+        QueueDepth(queue, step, key, depth) for (queue, step, key), depth in zip(listed, pipe.execute(), strict=True)
+    ]
+
+
+def unacked_count(client: Any) -> int:
+    return int(client.hlen(UNACKED_KEY))
+
+
+def dead_letter_count(client: Any) -> int:
+    return int(client.llen(DEAD_LETTER_KEY))
+
+
+def record_failure(client: Any, task_id: str, task: str, error: str, hostname: str) -> None:
+    """Keep one line for a failed task where `status` finds it (results expire, logs are per host)."""
+    line = json.dumps({"id": task_id, "task": task, "error": error[:500], "hostname": hostname, "at": time.time()})
+    pipe = client.pipeline(transaction=False)
+    pipe.lpush(RECENT_FAILURES_KEY, line)
+    pipe.ltrim(RECENT_FAILURES_KEY, 0, RECENT_FAILURES_MAX - 1)
+    pipe.expire(RECENT_FAILURES_KEY, RECENT_FAILURES_TTL_S)
+    pipe.execute()
+
+
+def recent_failures(client: Any, limit: int = 10) -> list[dict[str, Any]]:
+    """The newest failures first."""
+    return [json.loads(line) for line in client.lrange(RECENT_FAILURES_KEY, 0, limit - 1)]

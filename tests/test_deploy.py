@@ -1,0 +1,115 @@
+"""deploy/ validated as far as this machine can: systemd-analyze on the units, YAML parsed, and the
+operational facts (grace period > longest task, exec-form commands, threads x children <= CPUs,
+AOF Redis, KEDA pointed at the inference queue) checked in every compose and Kubernetes file."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inference_tasks.config import Settings
+from inference_tasks.routing import INFERENCE_QUEUE
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+LONGEST_TASK_S = Settings().time_limit_s
+KUBERNETES_FILES = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+
+
+def kubernetes_objects() -> list[dict]:
+    return [doc for path in KUBERNETES_FILES for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def by_kind(kind: str) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for doc in kubernetes_objects() if doc["kind"] == kind}
+
+
+def cpu_count(quantity: str) -> float:
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("unit", sorted((DEPLOY / "systemd").glob("*.service")), ids=lambda path: path.name)
+def test_systemd_units_verify(unit, tmp_path):
+    """systemd-analyze verify, with the install paths pointed at this checkout (it checks they exist)."""
+    venv_bin = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parent.parent / ".venv")) / "bin"
+    text = unit.read_text().replace("/opt/inference_tasks/.venv/bin", str(venv_bin))
+    text = text.replace("/opt/inference_tasks", str(tmp_path)).replace(
+        "/etc/inference_tasks/inference.env", "/dev/null"
+    )
+    text = re.sub(r"^(User|Group)=.*$", r"\1=root", text, flags=re.MULTILINE)
+    copy = tmp_path / unit.name
+    copy.write_text(text)
+    verified = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, cwd=tmp_path)
+    problems = [line for line in verified.stderr.splitlines() if unit.name in line]
+    assert verified.returncode == 0 and not problems, verified.stderr
+    if "flower" not in unit.name:  # a unit that runs tasks waits for the longest one on stop
+        stop_s = int(re.search(r"^TimeoutStopSec=(\d+)$", unit.read_text(), re.MULTILINE).group(1))
+        assert stop_s > LONGEST_TASK_S
+
+
+def test_every_kubernetes_object_is_well_formed():
+    objects = kubernetes_objects()
+    assert {doc["kind"] for doc in objects} >= {"Deployment", "Service", "ScaledObject", "ConfigMap", "Secret"}
+    for doc in objects:
+        assert doc["apiVersion"] and doc["metadata"]["name"], doc
+        if doc["kind"] == "Deployment":
+            selector = doc["spec"]["selector"]["matchLabels"]
+            assert selector.items() <= doc["spec"]["template"]["metadata"]["labels"].items(), doc["metadata"]["name"]
+
+
+def test_kubernetes_workers_stop_gracefully_and_fit_their_cpus():
+    deployments = by_kind("Deployment")
+    for name in ("inference-worker", "inference-trainer"):
+        spec = deployments[name]["spec"]["template"]["spec"]
+        assert spec["terminationGracePeriodSeconds"] > LONGEST_TASK_S, name
+        [container] = spec["containers"]
+        assert container["command"][0] == "inference-tasks", "exec form, no shell: TERM must reach Celery"
+        assert cpu_count(container["resources"]["limits"]["cpu"]) == cpu_count(
+            container["resources"]["requests"]["cpu"]
+        )
+        sized_from = {env["name"]: env["valueFrom"]["resourceFieldRef"]["resource"] for env in container["env"]}
+        assert "limits.cpu" in sized_from.values(), f"{name}: children/threads must follow the CPU limit"
+    for deployment in deployments.values():
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            assert isinstance(container.get("command", container.get("args", [])), list)
+
+
+def test_keda_scales_the_inference_worker_on_the_inference_list():
+    [scaled] = by_kind("ScaledObject").values()
+    assert scaled["spec"]["scaleTargetRef"]["name"] in by_kind("Deployment")
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "inference-worker"
+    [trigger] = scaled["spec"]["triggers"]
+    assert trigger["type"] == "redis"
+    assert trigger["metadata"]["listName"] == INFERENCE_QUEUE
+    assert int(trigger["metadata"]["listLength"]) > 0
+    auth = trigger["authenticationRef"]["name"]
+    assert auth in by_kind("TriggerAuthentication")
+
+
+def test_redis_everywhere_keeps_its_queue():
+    [statefulset] = by_kind("StatefulSet").values()
+    args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for command in (args, compose["services"]["redis"]["command"]):
+        joined = " ".join(command)
+        assert "--appendonly yes" in joined and "--maxmemory-policy noeviction" in joined
+
+
+def test_compose_file_parses_and_stops_gracefully():
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) >= {"redis", "worker", "trainer", "flower", "metrics"}
+    for name in ("worker", "trainer"):
+        service = services[name]
+        assert int(service["stop_grace_period"].rstrip("s")) > LONGEST_TASK_S
+        assert service["command"][0] == "inference-tasks", "exec form, no shell"
+    worker = services["worker"]
+    assert int(worker["environment"]["INFERENCE_CONCURRENCY"]) <= worker["cpus"]
+    assert int(services["trainer"]["environment"]["INFERENCE_TRAINER_THREADS"]) <= services["trainer"]["cpus"]
+    assert "INFERENCE_FLOWER_BASIC_AUTH" in services["flower"]["environment"], "Flower on 0.0.0.0 needs auth"

@@ -1,0 +1,85 @@
+"""A real browser on Flower: headless Chromium (Debian `chromium`) loads the dashboard served next to a
+real worker, shows the worker online and its completed `inference.embed` tasks, and leaves a
+screenshot in test-artifacts/ for people to look at."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from conftest import REPO_ROOT, running_flower
+
+from inference_tasks.routing import EMBED_TASK
+
+pytestmark = pytest.mark.slow
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+TASKS = 4
+
+
+def chromium_binary() -> str:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed: scripts/setup.sh must install it")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return binary
+
+
+def browse(binary: str, profile_dir, *args: str) -> str:
+    """One headless Chromium run (as root it needs --no-sandbox); JavaScript runs for up to 10 s."""
+    command = [
+        binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+        f"--user-data-dir={profile_dir}", "--virtual-time-budget=10000", *args,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def flower_api(port: int, path: str) -> object:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_flower_dashboard_shows_the_worker_and_its_embed_tasks_in_chromium(start_worker, tmp_path):
+    binary = chromium_binary()
+    worker = start_worker(concurrency=2)
+    node = f"{worker.name}@"
+    with running_flower([], worker.redis_url, FLOWER_UNAUTHENTICATED_API="true") as (_, port):
+        results = [worker.app.send_task(EMBED_TASK, args=[[f"browser check {i}"]]) for i in range(TASKS)]
+        ids = {result.id for result in results}
+        for result in results:
+            result.get(timeout=120)
+        deadline = time.monotonic() + 60  # Flower learns of tasks from the workers' events
+        while True:
+            seen = flower_api(port, "/api/tasks?state=SUCCESS")
+            if ids <= set(seen):
+                break
+            assert time.monotonic() < deadline, f"Flower saw {sorted(seen)}, not every one of {sorted(ids)}"
+            time.sleep(0.5)
+
+        workers_page = browse(binary, tmp_path / "profile", "--dump-dom", f"http://127.0.0.1:{port}/workers")
+        tasks_page = browse(binary, tmp_path / "profile", "--dump-dom", f"http://127.0.0.1:{port}/tasks")
+        ARTIFACTS.mkdir(exist_ok=True)
+        screenshot = ARTIFACTS / "flower-dashboard.png"
+        screenshot.unlink(missing_ok=True)
+        browse(binary, tmp_path / "profile", f"--screenshot={screenshot}", "--window-size=1400,900",
+               f"http://127.0.0.1:{port}/workers")  # fmt: skip
+        tasks_screenshot = ARTIFACTS / "flower-tasks.png"
+        tasks_screenshot.unlink(missing_ok=True)
+        browse(binary, tmp_path / "profile", f"--screenshot={tasks_screenshot}", "--window-size=1400,900",
+               f"http://127.0.0.1:{port}/tasks")  # fmt: skip
+
+    assert node in workers_page
+    assert "Online" in workers_page
+    assert "inference.embed" in tasks_page
+    assert sum(task_id in tasks_page for task_id in ids) == TASKS, "every completed task is listed"
+    assert "SUCCESS" in tasks_page
+    for image in (screenshot, tasks_screenshot):
+        data = image.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, image
