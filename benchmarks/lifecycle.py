@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import make_batches, run_threads, stop_cleanly_on_term
 from inference_tasks import localstack
-from inference_tasks.config import available_cores
+from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK
 
 RESULT_TIMEOUT_S = 600

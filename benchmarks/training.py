@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from inference_tasks import localstack
-from inference_tasks.config import available_cores
+from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_CORPUS_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, WORKER_INFO_TASK
 
 RESULT_TIMEOUT_S = 600

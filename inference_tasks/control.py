@@ -16,7 +16,7 @@ from typing import Any
 from celery.worker.control import inspect_command
 
 from inference_tasks import devices, pool, threads
-from inference_tasks.config import available_cores
+from inference_tasks.cores import available_cores
 from inference_tasks.models import HOLDER
 
 COMMAND = "inference_processes"

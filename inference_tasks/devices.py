@@ -119,3 +119,35 @@ def gpu_memory(device: str) -> dict[str, Any] | None:
         "allocated_bytes": torch.cuda.memory_allocated(device),
         "reserved_bytes": torch.cuda.memory_reserved(device),
     }
+
+
+def place_model(holder: Any, settings: Any) -> None:
+    """In a child (or a solo worker): load the model, or move the main process's CPU copy, onto
+    this process's device, with that device's encode batch size.
+
+    A child that finds no GPU keeps no model and records why, so every task fails with the
+    reason (Celery swallows exceptions raised in worker hooks).
+    """
+    import logging
+
+    from inference_tasks.models import LOAD_IN_CHILD
+
+    logger = logging.getLogger(__name__)
+    try:
+        gpus = visible_gpu_count() if settings.device != CPU else 0
+        device = choose_device(settings.device, holder.pool_slot, gpus)
+    except NoGpu as error:
+        holder.embedder, holder.error = None, str(error)
+        logger.error("%s; every task in this process will fail", error)
+        return
+    if holder.embedder is None:
+        holder.load(settings.model, device, mode=LOAD_IN_CHILD)
+        if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
+            holder.embedder.place(device, settings.cuda_dtype)
+    elif holder.embedder.device != device:
+        holder.embedder.place(device, settings.cuda_dtype)
+    if holder.embedder is None:
+        return
+    on_gpu = device.startswith(CUDA)
+    holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
+    logger.info("model on %s (encode batch size %d)", device, holder.embedder.batch_size)

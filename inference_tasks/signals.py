@@ -133,7 +133,7 @@ def pin_threads_and_load_model(**_: Any) -> None:
         threads.set_offline_env(os.environ)
     if HOLDER.threads is not None:
         threads.limit_loaded_pools(HOLDER.threads)
-    place_model(settings)
+    devices.place_model(HOLDER, settings)
     HOLDER.warm_up()
     # After the warm-up, when every native pool this child will use has started.
     pool.record_compute_threads(HOLDER.pool_slot, threads.compute_threads())
@@ -149,32 +149,6 @@ def pin_threads_and_load_model(**_: Any) -> None:
         )
     if HOLDER.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
-
-
-def place_model(settings: Any) -> None:
-    """Load (or move the main process's CPU copy) onto this process's device, with its batch size.
-
-    The device is a pure function of the setting, this child's stable pool slot and the GPUs
-    visible here (devices.py); a failure to find a GPU fails every task with the reason.
-    """
-    try:
-        gpus = devices.visible_gpu_count() if settings.device != devices.CPU else 0
-        device = devices.choose_device(settings.device, HOLDER.pool_slot, gpus)
-    except devices.NoGpu as error:
-        HOLDER.embedder, HOLDER.error = None, str(error)
-        logger.error("%s; every task in this process will fail", error)
-        return
-    if HOLDER.embedder is None:
-        HOLDER.load(settings.model, device, mode=LOAD_IN_CHILD)
-    elif HOLDER.embedder.device != device:
-        HOLDER.embedder.place(device, settings.cuda_dtype)
-    if HOLDER.embedder is None:
-        return
-    on_gpu = device.startswith(devices.CUDA)
-    if on_gpu and settings.cuda_dtype != "float32" and HOLDER.load_mode == LOAD_IN_CHILD:
-        HOLDER.embedder.place(device, settings.cuda_dtype)
-    HOLDER.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
-    logger.info("model on %s (encode batch size %d)", device, HOLDER.embedder.batch_size)
 
 
 def record_device() -> None:

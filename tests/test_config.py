@@ -10,8 +10,8 @@ from inference_tasks.config import (
     DEFAULT_REDIS_URL,
     ConfigError,
     Settings,
-    available_cores,
 )
+from inference_tasks.cores import available_cores
 
 
 def test_defaults_without_any_environment():

@@ -62,6 +62,9 @@ def test_flower_dashboard_shows_the_worker_and_its_embed_tasks_in_chromium(start
                 break
             assert time.monotonic() < deadline, f"Flower saw {sorted(seen)}, not every one of {sorted(ids)}"
             time.sleep(0.5)
+        assert {seen[task_id]["name"] for task_id in ids} == {EMBED_TASK}
+        listed = flower_api(port, "/api/workers?refresh=1")
+        assert any(name.startswith(node) for name in listed), f"the Flower API lists {sorted(listed)}"
 
         workers_page = browse(binary, tmp_path / "profile", "--dump-dom", f"http://127.0.0.1:{port}/workers")
         tasks_page = browse(binary, tmp_path / "profile", "--dump-dom", f"http://127.0.0.1:{port}/tasks")

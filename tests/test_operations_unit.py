@@ -1,4 +1,4 @@
-"""The operator tools' pure parts: the doctor's verdicts, cgroup CPU limits, bulk input and resume."""
+"""The operator tools' pure parts: the doctor's verdicts, bulk input and resume."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import pytest
 
 from inference_tasks import bulk, doctor
-from inference_tasks.config import cgroup_cpu_limit
 
 
 def worker_reply(host: str, profile: str, threads_per_child: list[int], cores: int = 8) -> dict:
@@ -63,23 +62,6 @@ def test_redis_checks_want_aof_and_no_eviction():
     assert "appendonly yes" in bad[1].fix and "noeviction" in bad[2].fix
     [down] = doctor.redis_checks(False, "Connection refused", {}, None)
     assert not down.ok and "Connection refused" in down.detail
-
-
-@pytest.mark.parametrize(
-    ("cpu_max", "expected"), [("max 100000\n", None), ("200000 100000\n", 2.0), ("150000 100000", 1.5)]
-)
-def test_cgroup_v2_cpu_limit(tmp_path, cpu_max, expected):
-    (tmp_path / "cpu.max").write_text(cpu_max)
-    assert cgroup_cpu_limit(tmp_path / "cpu.max", tmp_path / "none") == expected
-
-
-def test_cgroup_v1_cpu_limit_and_no_cgroup(tmp_path):
-    (tmp_path / "cpu.cfs_quota_us").write_text("400000\n")
-    (tmp_path / "cpu.cfs_period_us").write_text("100000\n")
-    assert cgroup_cpu_limit(tmp_path / "missing", tmp_path) == 4.0
-    (tmp_path / "cpu.cfs_quota_us").write_text("-1\n")
-    assert cgroup_cpu_limit(tmp_path / "missing", tmp_path) is None
-    assert cgroup_cpu_limit(tmp_path / "missing", tmp_path / "missing") is None
 
 
 def test_bulk_reads_text_and_jsonl_keeping_line_numbers(tmp_path):
