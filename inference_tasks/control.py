@@ -13,6 +13,7 @@ import os
 import socket
 from typing import Any
 
+from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 from celery.worker.control import inspect_command
 
 from inference_tasks import devices, pool, threads
@@ -49,7 +50,8 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
                 "gpu_memory_mib": gpu_memory_mib,
             }
         )
-    runs_tasks_itself = not processes  # the solo pool: the main process runs the tasks
+    # The solo pool (the trainer may run it): the main process runs the tasks itself.
+    runs_tasks_itself = not isinstance(task_pool, PreforkTaskPool)
     main = {**_process_facts(os.getpid()), "cuda_initialized": devices.cuda_initialized()}
     if runs_tasks_itself:
         embedder = HOLDER.embedder

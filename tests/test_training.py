@@ -213,3 +213,24 @@ def test_classify_with_an_unknown_or_foreign_head_fails_clearly(stack):
         result = inference.app.send_task(CLASSIFY_TASK, args=[["some text"]], kwargs=kwargs)
         with pytest.raises(Exception, match=message):
             result.get(timeout=RESULT_TIMEOUT_S)
+
+
+def test_the_doctor_sees_a_solo_trainer_and_the_inference_children_on_one_host(stack):
+    """The `inference_processes` control command: a solo trainer reports its main process as the one that
+    runs tasks, with its 2 threads; the inference worker its 2 one-thread children; the doctor adds
+    both up for the host they share."""
+    from inference_tasks.control import COMMAND
+    from inference_tasks.doctor import host_verdicts
+
+    inference, trainer = stack
+    trainer.app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=RESULT_TIMEOUT_S)  # warmed up
+    replies = {}
+    for reply in inference.app.control.broadcast(COMMAND, reply=True, timeout=5):
+        replies.update(reply)
+    by_name = {node.split("@")[0]: report for node, report in replies.items()}
+    solo = by_name[trainer.name]
+    assert [child["pid"] for child in solo["children"]] == [trainer.process.pid]
+    assert [child["compute_threads"] for child in solo["children"]] == [2]
+    assert [child["compute_threads"] for child in by_name[inference.name]["children"]] == [1, 1]
+    [host] = host_verdicts(replies)
+    assert host.compute_threads == 4
