@@ -8,7 +8,7 @@ with an NVIDIA GPU and a CUDA build of torch==2.13.0; on a machine without one, 
 runs the same path (the test suite does that at smoke size so the script cannot rot).
 
     .venv/bin/python benchmarks/gpu_check.py                 # cuda and cpu, 200 tasks each (< 5 min)
-    .venv/bin/python benchmarks/gpu_check.py --devices cpu --tasks 4
+    .venv/bin/python benchmarks/gpu_check.py --devices cpu --quick
 """
 
 from __future__ import annotations
@@ -65,8 +65,11 @@ def main() -> None:
     parser.add_argument("--devices", default="cuda,cpu", help="comma-separated, run in this order")
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--quick", action="store_true", help="smoke size: 4 tasks per device")
     parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "gpu_check.json")
     args = parser.parse_args()
+    if args.quick:
+        args.tasks = 4
     batches = make_batches(args.tasks, 64, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         work = Path(tmp)
