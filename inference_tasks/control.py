@@ -52,18 +52,17 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         )
     # The solo pool (the trainer may run it): the main process runs the tasks itself.
     runs_tasks_itself = not isinstance(task_pool, PreforkTaskPool)
-    main = {**_process_facts(os.getpid()), "cuda_initialized": devices.cuda_initialized()}
+    own_facts = _process_facts(os.getpid())
+    main = {**own_facts, "cuda_initialized": devices.cuda_initialized()}
     if runs_tasks_itself:
-        embedder = HOLDER.embedder
-        device = embedder.device if embedder is not None else "cpu"
-        memory = devices.gpu_memory(device)
+        device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
         children.append(
             {
-                **_process_facts(os.getpid()),
+                **own_facts,
                 "slot": None,
                 "compute_threads": threads.compute_threads(),
                 "device": device,
-                "gpu_memory_mib": (memory["reserved_bytes"] >> 20) if memory else 0,
+                "gpu_memory_mib": devices.gpu_memory_mib(device),
             }
         )
     return {

@@ -121,6 +121,12 @@ def gpu_memory(device: str) -> dict[str, Any] | None:
     }
 
 
+def gpu_memory_mib(device: str) -> int:
+    """CUDA memory torch holds (reserved) on `device`, in MiB; 0 on the CPU."""
+    memory = gpu_memory(device)
+    return memory["reserved_bytes"] >> 20 if memory else 0
+
+
 def place_model(holder: Any, settings: Any) -> None:
     """In a child (or a solo worker): load the model, or move the main process's CPU copy, onto
     this process's device, with that device's encode batch size.

@@ -40,10 +40,7 @@ class InferenceCollector(Collector):
         up = GaugeMetricFamily("inference_redis_up", "1 if Redis answered this scrape")
         client = store.broker_redis(self.app.settings)
         try:
-            depths = queue_state.queue_depths(client)
-            unacked = queue_state.unacked_count(client)
-            dead = queue_state.dead_letter_count(client)
-            failures = client.llen(queue_state.RECENT_FAILURES_KEY)
+            queues = queue_state.snapshot(client, failures=0)
         except Exception:  # noqa: BLE001 - Redis down is itself the reading
             up.add_metric([], 0)
             yield up
@@ -59,16 +56,24 @@ class InferenceCollector(Collector):
             "inference_queue_depth_total", "Messages waiting in a queue, all priorities", labels=["queue"]
         )
         totals: dict[str, int] = {}
-        for entry in depths:
+        for entry in queues.depths:
             depth.add_metric([entry.queue, str(entry.priority)], entry.depth)
             totals[entry.queue] = totals.get(entry.queue, 0) + entry.depth
         for queue, count in totals.items():
             total.add_metric([queue], count)
         yield depth
         yield total
-        yield _gauge("inference_unacked_messages", "Messages delivered to a worker and not yet acknowledged", unacked)
-        yield _gauge("inference_dead_letter_messages", "Refused raw messages kept in the dead-letter list", dead)
-        yield _gauge("inference_recent_failures", "Failed tasks in the recent-failures list (capped)", failures)
+        yield _gauge(
+            "inference_unacked_messages", "Messages delivered to a worker and not yet acknowledged", queues.unacked
+        )
+        yield _gauge(
+            "inference_dead_letter_messages", "Refused raw messages kept in the dead-letter list", queues.dead_letters
+        )
+        yield _gauge(
+            "inference_recent_failures",
+            "Failed tasks in the recent-failures list (capped)",
+            queues.recent_failures_kept,
+        )
 
     def _worker_metrics(self) -> Iterator[Any]:
         from inference_tasks.doctor import ask_workers, host_verdicts

@@ -31,25 +31,37 @@ class QueueDepth:
     depth: int
 
 
-def queue_depths(client: Any, queues: tuple[str, ...] = QUEUES) -> list[QueueDepth]:
-    """Waiting messages in every priority list of every queue, read in one round trip."""
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """Everything `status` and the exporter show about the queues, read together."""
+
+    depths: list[QueueDepth]
+    unacked: int
+    dead_letters: int
+    recent_failures: list[dict[str, Any]]
+    recent_failures_kept: int
+
+
+def snapshot(client: Any, failures: int = 10, queues: tuple[str, ...] = QUEUES) -> QueueSnapshot:
+    """Depth of every priority list of every queue, unacked, dead letters and the newest failures,
+    in one round trip."""
     pipe = client.pipeline(transaction=False)
     listed = [
         (queue, step, key) for queue in queues for step, key in zip(PRIORITY_STEPS, queue_keys(queue), strict=True)
     ]
     for _, _, key in listed:
         pipe.llen(key)
-    return [
-        QueueDepth(queue, step, key, depth) for (queue, step, key), depth in zip(listed, pipe.execute(), strict=True)
-    ]
-
-
-def unacked_count(client: Any) -> int:
-    return int(client.hlen(UNACKED_KEY))
-
-
-def dead_letter_count(client: Any) -> int:
-    return int(client.llen(DEAD_LETTER_KEY))
+    newest = (0, failures - 1) if failures > 0 else (1, 0)  # LRANGE 0 -1 would be the whole list
+    pipe.hlen(UNACKED_KEY).llen(DEAD_LETTER_KEY).lrange(RECENT_FAILURES_KEY, *newest)
+    pipe.llen(RECENT_FAILURES_KEY)
+    *depths, unacked, dead, recent, kept = pipe.execute()
+    return QueueSnapshot(
+        [QueueDepth(queue, step, key, depth) for (queue, step, key), depth in zip(listed, depths, strict=True)],
+        int(unacked),
+        int(dead),
+        [json.loads(line) for line in recent],
+        int(kept),
+    )
 
 
 def record_failure(client: Any, task_id: str, task: str, error: str, hostname: str) -> None:
@@ -60,8 +72,3 @@ def record_failure(client: Any, task_id: str, task: str, error: str, hostname: s
     pipe.ltrim(RECENT_FAILURES_KEY, 0, RECENT_FAILURES_MAX - 1)
     pipe.expire(RECENT_FAILURES_KEY, RECENT_FAILURES_TTL_S)
     pipe.execute()
-
-
-def recent_failures(client: Any, limit: int = 10) -> list[dict[str, Any]]:
-    """The newest failures first."""
-    return [json.loads(line) for line in client.lrange(RECENT_FAILURES_KEY, 0, limit - 1)]

@@ -154,8 +154,7 @@ def pin_threads_and_load_model(**_: Any) -> None:
 def record_device() -> None:
     """Tell the main process (pool.py shared memory) this child's device and CUDA memory."""
     device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
-    memory = devices.gpu_memory(device)
-    pool.record_device(HOLDER.pool_slot, device, (memory["reserved_bytes"] >> 20) if memory else 0)
+    pool.record_device(HOLDER.pool_slot, device, devices.gpu_memory_mib(device))
 
 
 @worker_process_init.connect
