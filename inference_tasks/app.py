@@ -22,6 +22,7 @@ from inference_tasks.routing import (
 )
 
 APP_NAME = "inference_tasks"
+RESULT_BACKEND_CLASS = "inference_tasks.result_backend:ResultBackend"
 TASK_MODULES = ["inference_tasks.tasks", "inference_tasks.training"]
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
@@ -30,7 +31,9 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
     """The Celery configuration for `settings`; Celery defaults apply to every key not here."""
     conf: dict[str, Any] = {
         "broker_url": settings.redis_url,
-        "result_backend": settings.redis_url,
+        # Celery's Redis backend, plus reply jobs from the stored outcome, per-task lifetimes and
+        # retries while Redis is full (result_backend.py); "<class>+<url>" is Celery's own form.
+        "result_backend": f"{RESULT_BACKEND_CLASS}+{settings.redis_url}",
         # kombu's Redis transport plus screening of every raw message (envelope.py) and a bound
         # on redeliveries; the URL keeps its redis:// or rediss:// scheme.
         "broker_transport": "inference_tasks.transport:Transport",

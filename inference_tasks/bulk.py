@@ -7,6 +7,11 @@ they are next in input order, one JSON line per text, flushed. Re-running with t
 resumes after the last complete line (a torn last line from a crash is dropped); the output is
 checked against the input so a different file is never appended to. `.npy` output (embed only)
 is written whole at the end.
+
+Redis stays small while a big file goes through: embeddings travel as float32 base64 (a quarter
+of the JSON size), every result is deleted as soon as it is written (producer.collect), and a
+batch is only sent while the queue holds fewer than --max-queue-depth waiting messages (the run
+waits instead of piling work onto a backlog other producers made).
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inference_tasks import producer, store
 from inference_tasks.config import Settings
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, F32_BASE64_ENCODING, INFERENCE_QUEUE
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_IN_FLIGHT = 8
+# Send only while the inference queue holds fewer waiting messages than this (0: never check).
+DEFAULT_MAX_QUEUE_DEPTH = 200  # the CLI's --max-queue-depth default too
 
 
 class BulkInputError(ValueError):
@@ -88,16 +96,16 @@ def batches(items: list[Item], size: int) -> Iterator[list[Item]]:
         yield items[start : start + size]
 
 
-def task_for(kind: str, labels: list[str] | None) -> tuple[str, Callable[[list[str]], list[Any]]]:
-    """The task name and how its arguments are built from a batch's texts."""
+def task_for(kind: str, labels: list[str] | None) -> tuple[str, Callable[[list[str]], list[Any]], dict[str, Any]]:
+    """The task name, how its arguments are built from a batch's texts, and its keyword arguments."""
     if kind == "embed":
-        return EMBED_TASK, lambda texts: [texts]
-    return CLASSIFY_TASK, lambda texts: [texts, labels]
+        return EMBED_TASK, lambda texts: [texts], {"encoding": F32_BASE64_ENCODING}
+    return CLASSIFY_TASK, lambda texts: [texts, labels], {}
 
 
 def records(kind: str, batch: list[Item], result: Any) -> list[dict[str, Any]]:
     """One output record per text of a finished batch."""
-    outcomes = result["embeddings"] if kind == "embed" else result
+    outcomes = store.decode_vectors(result["embeddings"], result["dim"]).tolist() if kind == "embed" else result
     out = []
     for item, outcome in zip(batch, outcomes, strict=True):
         record: dict[str, Any] = {"line": item.line}
@@ -121,12 +129,16 @@ def run(
     labels: list[str] | None = None,
     timeout: float = 600.0,
     progress: Callable[[int], None] = lambda _: None,
+    max_queue_depth: int = DEFAULT_MAX_QUEUE_DEPTH,
 ) -> None:
     """Send every batch, at most `in_flight` waiting at a time; hand records over in input order."""
-    name, arguments = task_for(kind, labels)
+    name, arguments, options = task_for(kind, labels)
     pending: deque[tuple[list[Item], Any]] = deque()
     for batch in batches(items, batch_size):
-        pending.append((batch, app.send_task(name, args=arguments([item.text for item in batch]))))
+        if max_queue_depth:
+            producer.wait_for_room(app, INFERENCE_QUEUE, max_queue_depth, timeout)
+        sent = producer.send(app, name, args=arguments([item.text for item in batch]), kwargs=options)
+        pending.append((batch, sent))
         if len(pending) >= in_flight:
             _collect(kind, pending.popleft(), on_records, timeout, progress)
     while pending:
@@ -136,7 +148,7 @@ def run(
 def _collect(kind: str, sent: tuple[list[Item], Any], on_records: Callable, timeout: float, progress: Callable) -> None:
     batch, result = sent
     try:
-        value = result.get(timeout=timeout)
+        value = producer.collect(result, timeout)
     except Exception as error:  # noqa: BLE001 - report the failing lines, keep what is written
         raise BulkInputError(
             f"lines {batch[0].line}-{batch[-1].line} failed ({type(error).__name__}: {error}); "

@@ -107,6 +107,12 @@ def _bulk_options(function: Any) -> Any:
     )(function)
     function = click.option("--batch-size", default=64, show_default=True, help="Texts per task.")(function)
     function = click.option("--in-flight", default=8, show_default=True, help="Tasks waiting at a time.")(function)
+    function = click.option(
+        "--max-queue-depth",
+        default=200,
+        show_default=True,
+        help="Send only while the inference queue holds fewer waiting messages (0: never wait).",
+    )(function)
     function = click.option("--restart", is_flag=True, help="Overwrite the output instead of resuming it.")(function)
     function = click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for one task.")(
         function
@@ -116,28 +122,32 @@ def _bulk_options(function: Any) -> Any:
 
 @main.command()
 @_bulk_options
-def embed(source: Path, output: Path, batch_size: int, in_flight: int, restart: bool, timeout: float) -> None:
+def embed(
+    source: Path, output: Path, batch_size: int, in_flight: int, max_queue_depth: int, restart: bool, timeout: float
+) -> None:
     """Embed every text of SOURCE (JSONL or one text per line) through the workers."""
-    _run_bulk("embed", source, output, batch_size, in_flight, restart, timeout, None)
+    _run_bulk("embed", source, output, batch_size, in_flight, max_queue_depth, restart, timeout, None)
 
 
 @main.command()
 @_bulk_options
 @click.option("-l", "--label", "labels", multiple=True, required=True, help="A candidate label (repeat).")
 def classify(
-    source: Path, output: Path, batch_size: int, in_flight: int, restart: bool, timeout: float, labels: tuple[str, ...]
-) -> None:
+    source: Path, output: Path, batch_size: int, in_flight: int, max_queue_depth: int, restart: bool, timeout: float,
+    labels: tuple[str, ...],
+) -> None:  # fmt: skip
     """Classify every text of SOURCE zero-shot over the given labels."""
-    _run_bulk("classify", source, output, batch_size, in_flight, restart, timeout, list(labels))
+    _run_bulk("classify", source, output, batch_size, in_flight, max_queue_depth, restart, timeout, list(labels))
 
 
 def _run_bulk(
-    kind: str, source: Path, output: Path, batch_size: int, in_flight: int, restart: bool, timeout: float,
-    labels: list[str] | None,
+    kind: str, source: Path, output: Path, batch_size: int, in_flight: int, max_queue_depth: int, restart: bool,
+    timeout: float, labels: list[str] | None,
 ) -> None:  # fmt: skip
     from tqdm import tqdm
 
     from inference_tasks import bulk
+    from inference_tasks.producer import ProducerError
 
     app = _app()
     try:
@@ -161,12 +171,14 @@ def _run_bulk(
                 sink.write("".join(json.dumps(record) + "\n" for record in records))
                 sink.flush()
 
-            bulk.run(app, kind, items[done:], write, batch_size, in_flight, labels, timeout, bar.update)
+            bulk.run(
+                app, kind, items[done:], write, batch_size, in_flight, labels, timeout, bar.update, max_queue_depth
+            )
         if to_npy:
             import numpy as np
 
             np.save(output, np.asarray(vectors, dtype=np.float32))
-    except bulk.BulkInputError as error:
+    except (bulk.BulkInputError, ProducerError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"{len(items)} texts -> {output} ({done} already done by an earlier run)", err=True)
 

@@ -49,7 +49,15 @@ MAX_MICROBATCH_WAIT_MS = 1000.0
 DEFAULT_MAX_TEXT_CHARS = 10_000
 DEFAULT_MAX_LABELS = 64
 DEFAULT_MAX_LABEL_CHARS = 200
-DEFAULT_RESULT_EXPIRES_S = 86_400
+# Inference results (embed, classify, worker_info) are read within seconds by the producer that
+# asked, which then deletes them (the Ruby client, producer.collect); this lifetime only bounds what
+# nobody reads. A 64-text JSON embedding is ~0.5 MB: at 3.5 results/s an hour of unread results is
+# ~6 GB, a day ~150 GB. Training results are small and read by people, later: they keep a day.
+DEFAULT_RESULT_EXPIRES_S = 3_600
+DEFAULT_TRAINING_RESULT_EXPIRES_S = 86_400
+# How long a child keeps retrying to store a finished result while Redis refuses writes (maxmemory
+# reached with noeviction) before it gives the task back to the queue instead (result_backend.py).
+DEFAULT_RESULT_WRITE_PATIENCE_S = 30.0
 # Celery kills a child that has not signalled "up" within this time (default 4 s). A child
 # loads and warms the model before that signal: ~1 s measured here, far more on a busy host.
 DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
@@ -122,6 +130,8 @@ class Settings:
     max_labels: int = DEFAULT_MAX_LABELS
     max_label_chars: int = DEFAULT_MAX_LABEL_CHARS
     result_expires_s: int = DEFAULT_RESULT_EXPIRES_S
+    training_result_expires_s: int = DEFAULT_TRAINING_RESULT_EXPIRES_S
+    result_write_patience_s: float = DEFAULT_RESULT_WRITE_PATIENCE_S
     proc_alive_timeout_s: float = DEFAULT_PROC_ALIVE_TIMEOUT_S
     soft_time_limit_s: int = DEFAULT_SOFT_TIME_LIMIT_S
     time_limit_s: int = DEFAULT_TIME_LIMIT_S
@@ -163,6 +173,7 @@ class Settings:
             "max_labels",
             "max_label_chars",
             "result_expires_s",
+            "training_result_expires_s",
             "soft_time_limit_s",
             "time_limit_s",
             "visibility_timeout_s",
@@ -189,6 +200,11 @@ class Settings:
             raise ConfigError(
                 f"{ENV_PREFIX}MICROBATCH_WAIT_MS must be from 0 to {MAX_MICROBATCH_WAIT_MS:.0f} (milliseconds), "
                 f"got {self.microbatch_wait_ms}"
+            )
+        if not 0 <= self.result_write_patience_s < self.soft_time_limit_s:
+            raise ConfigError(
+                f"{ENV_PREFIX}RESULT_WRITE_PATIENCE_S must be from 0 up to {ENV_PREFIX}SOFT_TIME_LIMIT_S "
+                f"({self.soft_time_limit_s}), got {self.result_write_patience_s}"
             )
         if self.max_redeliveries < 0:
             raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
@@ -259,6 +275,8 @@ _ENV_FIELDS: dict[str, type] = {
     "max_labels": int,
     "max_label_chars": int,
     "result_expires_s": int,
+    "training_result_expires_s": int,
+    "result_write_patience_s": float,
     "proc_alive_timeout_s": float,
     "soft_time_limit_s": int,
     "time_limit_s": int,

@@ -77,8 +77,10 @@ def start_redis(
     tls: TlsFiles | None = None,
     appendonly: bool = False,
     port: int | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> RedisServer:
-    """A redis-server on a loopback port (a free one unless given); persistence (AOF) only if asked."""
+    """A redis-server on a loopback port (a free one unless given); persistence (AOF) only if asked;
+    `extra_args` are further redis-server options (e.g. "--maxmemory", "32mb")."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
@@ -87,6 +89,7 @@ def start_redis(
     args = [binary, "--bind", "127.0.0.1", "--save", "", "--dir", str(workdir)]
     args += ["--appendonly", "yes", "--appendfsync", "everysec"] if appendonly else ["--appendonly", "no"]
     args += ["--databases", str(REDIS_DATABASES), "--logfile", str(workdir / "redis.log")]
+    args += list(extra_args)
     if password:
         args += ["--requirepass", password]
     if tls:

@@ -41,6 +41,7 @@ class InferenceCollector(Collector):
         client = store.broker_redis(self.app.settings)
         try:
             queues = queue_state.snapshot(client, failures=0)
+            memory = queue_state.redis_memory(client)
         except Exception:  # noqa: BLE001 - Redis down is itself the reading
             up.add_metric([], 0)
             yield up
@@ -68,6 +69,12 @@ class InferenceCollector(Collector):
         )
         yield _gauge(
             "inference_dead_letter_messages", "Refused raw messages kept in the dead-letter list", queues.dead_letters
+        )
+        yield _gauge("inference_redis_used_memory_bytes", "Memory Redis uses (INFO used_memory)", memory.used_bytes)
+        yield _gauge(
+            "inference_redis_maxmemory_bytes",
+            "Redis' maxmemory (0: none set); at it, a noeviction Redis refuses writes",
+            memory.max_bytes,
         )
         yield _gauge(
             "inference_recent_failures",

@@ -64,6 +64,27 @@ def snapshot(client: Any, failures: int = 10, queues: tuple[str, ...] = QUEUES) 
     )
 
 
+@dataclass(frozen=True)
+class RedisMemory:
+    used_bytes: int
+    max_bytes: int  # 0: no maxmemory set (Redis grows until the host or container runs out)
+    policy: str
+
+
+def redis_memory(client: Any) -> RedisMemory:
+    """Redis' own memory figures (INFO memory): what sizing and alerting are about (docs/operations.md)."""
+    info = client.info("memory")
+    return RedisMemory(int(info["used_memory"]), int(info.get("maxmemory", 0)), str(info.get("maxmemory_policy", "")))
+
+
+def queue_depth(client: Any, queue: str) -> int:
+    """Messages waiting in `queue`, all priority lists together, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for key in queue_keys(queue):
+        pipe.llen(key)
+    return sum(int(depth) for depth in pipe.execute())
+
+
 def record_failure(client: Any, task_id: str, task: str, error: str, hostname: str) -> None:
     """Keep one line for a failed task where `status` finds it (results expire, logs are per host)."""
     line = json.dumps({"id": task_id, "task": task, "error": error[:500], "hostname": hostname, "at": time.time()})

@@ -1,9 +1,11 @@
 """Deliver a finished task's outcome to the producer's own job system: a job in Sidekiq's Redis format.
 
 A producer asks for it with the message header `sidekiq_reply: {"class": "EmbeddingReadyJob",
-"queue": "default", "context": {...}}`. After the task succeeds or fails, the worker pushes one
-Sidekiq job whose single argument is the outcome (see docs/wire-protocol.md), exactly as
-Sidekiq's own client does: SADD queues <queue>; LPUSH queue:<queue> <job JSON>.
+"queue": "default", "context": {...}}`. When the task's final state is stored (SUCCESS, FAILURE,
+REVOKED: result_backend.py), the worker pushes one Sidekiq job whose single argument is the
+outcome (see docs/wire-protocol.md), exactly as Sidekiq's own client does: SADD queues <queue>;
+LPUSH queue:<queue> <job JSON>. A successful result then stays in the result backend only as a
+small stub naming the reply job.
 """
 
 from __future__ import annotations
@@ -77,14 +79,31 @@ def push_sidekiq_job(client: redis.Redis, job: dict[str, Any]) -> None:
         pipe.execute()
 
 
-def reply(request: Any, settings: Any, state: str, result: Any = None, error: BaseException | None = None) -> None:
-    """Push the reply job a task's message asked for, if any. Never raises: the result is already stored."""
-    spec = getattr(request, SIDEKIQ_REPLY_HEADER, None)
-    if spec is None:
-        return
+def requested_reply(request: Any) -> dict[str, Any] | None:
+    """The sidekiq_reply spec a task's message carries (screened already), or None."""
+    spec = getattr(request, SIDEKIQ_REPLY_HEADER, None) if request is not None else None
+    return spec if isinstance(spec, dict) else None
+
+
+def reply(
+    spec: dict[str, Any], request: Any, settings: Any, state: str, result: Any = None,
+    error: BaseException | None = None,
+) -> bool:  # fmt: skip
+    """Push the reply job `spec` asks for; True once it is in Sidekiq's queue, False (logged) if not."""
     try:
         payload = outcome(request.id, request.task, state, result, error, spec.get("context"))
         job = sidekiq_job(spec, payload)
         push_sidekiq_job(redis_for(settings.sidekiq_redis_url or settings.redis_url, settings.redis_tls_ca_file), job)
     except Exception:
         logger.exception("could not push the Sidekiq reply for task %s", getattr(request, "id", "?"))
+        return False
+    return True
+
+
+def stub_result(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the result backend keeps of a successful task whose result went out in its reply job.
+
+    The full result travels once, in the reply; keeping a second copy in Redis for the result's
+    lifetime doubled the memory of every replied task for nobody (the reply's reader has it).
+    """
+    return {"delivered_in_reply": {"class": spec["class"], "queue": spec.get("queue", DEFAULT_SIDEKIQ_QUEUE)}}

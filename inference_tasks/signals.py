@@ -18,7 +18,6 @@ from celery.signals import (
     task_failure,
     task_postrun,
     task_prerun,
-    task_success,
     worker_init,
     worker_process_init,
     worker_process_shutdown,
@@ -31,7 +30,6 @@ from inference_tasks import (
     pool,
     queue_state,
     recycling,
-    replies,
     store,
     thread_budget,
     threads,
@@ -221,18 +219,6 @@ def end_an_exiting_child_promptly(exitcode: int | None = None, **_: Any) -> None
         logging.shutdown()  # flush this child's log handlers; os._exit skips interpreter cleanup
         os._exit(code)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
-
-
-@task_success.connect
-def reply_on_success(sender: Any = None, result: Any = None, **_: Any) -> None:
-    """Push the Sidekiq reply a message asked for (replies.py) after its task succeeded."""
-    replies.reply(sender.request, sender.app.settings, "SUCCESS", result=result)
-
-
-@task_failure.connect
-def reply_on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
-    """Push the Sidekiq reply a message asked for after its task failed."""
-    replies.reply(sender.request, sender.app.settings, "FAILURE", error=exception)
 
 
 @task_failure.connect

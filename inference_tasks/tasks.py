@@ -10,9 +10,17 @@ from celery import Task, shared_task
 from inference_tasks import devices, store, thread_budget, threads
 from inference_tasks.microbatch import CoalescedTask
 from inference_tasks.models import HOLDER
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
+from inference_tasks.routing import (
+    CLASSIFY_TASK,
+    EMBED_ENCODINGS,
+    EMBED_TASK,
+    F32_BASE64_ENCODING,
+    JSON_ENCODING,
+    WORKER_INFO_TASK,
+)
 from inference_tasks.validation import (
     InvalidInput,
+    check_choice,
     check_count,
     check_flag,
     check_labels,
@@ -26,13 +34,28 @@ EXPECTED_ERRORS = (InvalidInput,)
 
 
 @shared_task(name=EMBED_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
-def embed(self: Task, texts: Any = None, normalize: Any = True, **unknown: Any) -> dict[str, Any]:
-    """Embed a batch: {"model", "dim", "embeddings": [[float] per text, in input order]}."""
-    reject_unknown(EMBED_TASK, unknown, ("texts", "normalize"))
+def embed(
+    self: Task, texts: Any = None, normalize: Any = True, encoding: Any = JSON_ENCODING, **unknown: Any
+) -> dict[str, Any]:
+    """Embed a batch: {"model", "dim", "embeddings": [[float] per text, in input order]}.
+
+    With encoding="f32-base64": {"model", "dim", "count", "encoding", "embeddings": "<base64 of
+    count x dim little-endian float32>"}, the same numbers to float32 precision.
+    """
+    reject_unknown(EMBED_TASK, unknown, ("texts", "normalize", "encoding"))
     texts = check_texts(EMBED_TASK, texts, self.app.settings)
     normalize = check_flag(EMBED_TASK, "normalize", normalize)
+    encoding = check_choice(EMBED_TASK, "encoding", encoding, EMBED_ENCODINGS)
     model = HOLDER.get()
     vectors = HOLDER.encode_for(self.request.id, texts, normalize)
+    if encoding == F32_BASE64_ENCODING:
+        return {
+            "model": model.name,
+            "dim": model.dim,
+            "count": len(texts),
+            "encoding": encoding,
+            "embeddings": store.encode_vectors(vectors),
+        }
     return {"model": model.name, "dim": model.dim, "embeddings": vectors.tolist()}
 
 

@@ -14,9 +14,11 @@ import time
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 
 from inference_tasks.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
+from inference_tasks.redis_errors import is_out_of_memory
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +30,65 @@ CONTROL_QUEUE_SUFFIX = ".pidbox"
 # Each dead-lettered message keeps at most this much of its raw bytes, so a flood of enormous
 # payloads cannot grow Redis without bound (entries x this = the list's worst case).
 DEAD_LETTER_RAW_BYTES = 64 * 1024
+# While Redis is full, how often a popped message's unacked record is tried again, and how often
+# that wait is logged.
+FULL_REDIS_RETRY_S = 0.5
+FULL_REDIS_LOG_EVERY_S = 10.0
+
+
+class QoS(kombu_redis.QoS):
+    """kombu's Redis QoS, except that a full Redis (maxmemory, noeviction) never drops a message.
+
+    kombu records each delivered message in the `unacked` hash after BRPOP took it off its list.
+    With Redis full that write is refused, and kombu dropped the message: it was in neither the
+    list nor the hash. Here the record is retried until Redis accepts it; meanwhile the message
+    exists only in this worker's memory (the one loss window left: the process killed during the
+    wait), and this worker's main loop waits with it: nothing else could be written anyway.
+    A requeue that Redis refuses leaves the message in the unacked hash, where the sweep returns
+    it to its queue after the visibility timeout, once Redis accepts writes again.
+    """
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        started = time.monotonic()
+        last_log: float | None = None
+        while True:
+            try:
+                return super().append(message, delivery_tag)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                now = time.monotonic()
+                if last_log is None or now - last_log >= FULL_REDIS_LOG_EVERY_S:
+                    last_log = now
+                    logger.error(
+                        "Redis is full: cannot record delivered message %s as unacked (%s); holding it "
+                        "and retrying every %.1f s (waiting %.0f s so far)",
+                        delivery_tag,
+                        error,
+                        FULL_REDIS_RETRY_S,
+                        now - started,
+                    )
+                time.sleep(FULL_REDIS_RETRY_S)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        try:
+            super().reject(delivery_tag, requeue)
+        except Exception as error:
+            if not (requeue and is_out_of_memory(error)):
+                raise
+            logger.error(
+                "Redis is full: could not requeue message %s (%s); it stays unacked in Redis and returns "
+                "to its queue after the visibility timeout",
+                delivery_tag,
+                error,
+            )
+            virtual.QoS.ack(self, delivery_tag)  # forget it here only; Redis keeps its record
 
 
 class Channel(kombu_redis.Channel):
     """A Redis channel whose reads pass through `screen` and the redelivery limit."""
+
+    QoS = QoS
 
     # Our settings arrive through broker_transport_options like kombu's own.
     from_transport_options = (

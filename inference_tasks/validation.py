@@ -142,6 +142,15 @@ def check_flag(task: str, name: str, value: Any) -> bool:
     return value
 
 
+def check_choice(task: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of `choices`, exactly (no case folding: the wire contract spells them)."""
+    if not isinstance(value, str) or value not in choices:
+        allowed = ", ".join(repr(choice) for choice in choices)
+        shown = repr(value) if isinstance(value, str) else _kind(value)
+        raise InvalidInput(f"{task}: {name} must be one of {allowed}, got {shown}")
+    return value
+
+
 def _kind(value: Any) -> str:
     """How a JSON value looks to a producer in another language."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}

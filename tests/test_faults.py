@@ -370,11 +370,3 @@ def test_a_leaking_child_is_recycled_by_the_memory_limit_and_nothing_is_lost(sta
     assert after["pid"] != leaked_in
     assert after["rss_bytes"] < 1000 * 1024 * 1024
     report("memory leak recycle", leaked_mb=600, sent=20, completed=20, lost=0)
-
-
-def test_results_expire(inference_worker):
-    """Result keys carry a TTL no longer than INFERENCE_RESULT_EXPIRES_S (1 day by default)."""
-    result = inference_worker.app.send_task(EMBED_TASK, args=[["expires"]])
-    result.get(timeout=RESULT_TIMEOUT_S)
-    ttl = redis_client(inference_worker.redis_url).ttl(f"celery-task-meta-{result.id}")
-    assert 86_000 < ttl <= 86_400

@@ -41,3 +41,20 @@ def leak(self, megabytes: int) -> dict:
     block[::4096] = b"x" * len(block[::4096])  # touch every page so it is resident
     _LEAKED.append(block)
     return {"pid": os.getpid()}
+
+
+@shared_task(name="tests.result_when_redis_full", bind=True)
+def result_when_redis_full(self, marker_key: str, size: int, timeout: float = 60.0) -> dict:
+    """First attempt: wait until Redis is over its maxmemory (the test fills it), then return a
+    `size`-byte result, so its write is refused; later attempts return at once."""
+    attempt = _attempt(self.app, marker_key)
+    client = redis.Redis.from_url(self.app.settings.redis_url)
+    deadline = time.monotonic() + timeout
+    while attempt == 1:
+        memory = client.info("memory")
+        if memory["used_memory"] > memory["maxmemory"] > 0:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("Redis never filled up")
+        time.sleep(0.05)
+    return {"attempt": attempt, "payload": "x" * size}

@@ -19,6 +19,29 @@ module InferenceTasks
   RESULT_KEY_PREFIX = "celery-task-meta-"
   READY_STATES = %w[SUCCESS FAILURE REVOKED].freeze
   # Training runs take minutes: #wait on them with a longer timeout.
+  ENCODINGS = %w[json f32-base64].freeze
+
+  # Read a result and, only if the task has finished, delete it: one round trip, and atomic, so a
+  # STARTED or PROGRESS state another poller may still want is never removed. Celery writes
+  # "status" as the first key of the result's JSON.
+  READ_FINISHED_RESULT = <<~LUA
+    local raw = redis.call('GET', KEYS[1])
+    if not raw then return false end
+    local state = string.match(raw, '"status"%s*:%s*"(%u+)"')
+    if state == 'SUCCESS' or state == 'FAILURE' or state == 'REVOKED' then redis.call('DEL', KEYS[1]) end
+    return raw
+  LUA
+
+  # Push a message unless the queue's priority lists (KEYS[2..]) already hold ARGV[2] messages:
+  # check and push in one step, so racing producers never overshoot the limit. Returns the depth
+  # seen, negated (-depth - 1) when nothing was pushed.
+  PUSH_UNLESS_FULL = <<~LUA
+    local depth = 0
+    for i = 2, #KEYS do depth = depth + redis.call('LLEN', KEYS[i]) end
+    if depth >= tonumber(ARGV[2]) then return -depth - 1 end
+    redis.call('LPUSH', KEYS[1], ARGV[1])
+    return depth
+  LUA
 
   # Base class of everything this client raises.
   class Error < StandardError; end
@@ -38,19 +61,50 @@ module InferenceTasks
   # No result arrived within the timeout; the task may still run later.
   class Timeout < Error; end
 
+  # The queue already holds max_queue_depth waiting messages (all priorities); nothing was pushed.
+  class QueueFull < Error
+    attr_reader :queue, :depth, :limit
+
+    def initialize(queue, depth, limit)
+      @queue = queue
+      @depth = depth
+      @limit = limit
+      super("queue #{queue.inspect} holds #{depth} waiting messages, at or over max_queue_depth=#{limit}; " \
+            "nothing was pushed: retry later, or add workers")
+    end
+  end
+
+  # Redis refused the write: it is at maxmemory with noeviction. Nothing was pushed.
+  class RedisFull < Error; end
+
+  # Little-endian float32 vectors, base64 (inference.embed with encoding: "f32-base64"): one Array per text.
+  def self.decode_vectors(base64, dim)
+    base64.unpack1("m").unpack("e*").each_slice(dim).to_a
+  end
+
   # A finished task's outcome: #value is the task's JSON result.
   Result = Struct.new(:task_id, :state, :value, keyword_init: true)
 
   class Client
     # redis: a Redis client on the workers' broker (the same REDIS_URL as the workers).
-    def initialize(redis: Redis.new(url: ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")))
+    # max_queue_depth: refuse (QueueFull) to enqueue onto a queue already holding this many waiting
+    # messages, all priorities together; nil never checks.
+    def initialize(redis: Redis.new(url: ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")), max_queue_depth: nil)
+      if max_queue_depth && !(max_queue_depth.is_a?(Integer) && max_queue_depth.positive?)
+        raise ArgumentError, "max_queue_depth must be a positive Integer or nil"
+      end
+
       @redis = redis
+      @max_queue_depth = max_queue_depth
     end
 
     # Enqueue inference.embed; returns the task id. Options: queue:, priority: (0-9, 0 is served
     # first), task_id:, reply_to: { sidekiq: { class: "JobClass", queue: "default", context: {...} } }.
-    def enqueue_embed(texts, normalize: true, **options)
-      enqueue("inference.embed", [texts], { "normalize" => normalize }, **options)
+    # encoding: "f32-base64" asks for the compact result (a quarter of the JSON's size).
+    def enqueue_embed(texts, normalize: true, encoding: nil, **options)
+      kwargs = { "normalize" => normalize }
+      kwargs["encoding"] = encoding if encoding
+      enqueue("inference.embed", [texts], kwargs, **options)
     end
 
     # Enqueue inference.classify (zero-shot over labels); returns the task id.
@@ -85,14 +139,22 @@ module InferenceTasks
       meta && meta["status"] == "PROGRESS" ? meta["result"] : nil
     end
 
-    # Embed and wait: returns {"model" => ..., "dim" => ..., "embeddings" => [[Float]]}.
-    def embed(texts, normalize: true, timeout: 30, **options)
-      wait(enqueue_embed(texts, normalize: normalize, **options), timeout: timeout)
+    # Embed and wait: returns {"model" => ..., "dim" => ..., "embeddings" => [[Float]]}. With
+    # encoding: "f32-base64" the vectors travel as float32 bytes and are decoded here into the same
+    # shape (plus "count" and "encoding"). The result is deleted from Redis once read (keep: true keeps it).
+    def embed(texts, normalize: true, encoding: "json", timeout: 30, keep: false, **options)
+      raise ArgumentError, "encoding must be one of #{ENCODINGS.inspect}" unless ENCODINGS.include?(encoding)
+
+      wire = encoding == "json" ? nil : encoding
+      value = wait(enqueue_embed(texts, normalize: normalize, encoding: wire, **options), timeout: timeout, keep: keep)
+      return value unless value["encoding"] == "f32-base64"
+
+      value.merge("embeddings" => InferenceTasks.decode_vectors(value["embeddings"], value["dim"]))
     end
 
     # Classify and wait: returns one {"label", "score", "scores"} hash per text, in order.
-    def classify(texts, labels, timeout: 30, **options)
-      wait(enqueue_classify(texts, labels, **options), timeout: timeout)
+    def classify(texts, labels, timeout: 30, keep: false, **options)
+      wait(enqueue_classify(texts, labels, **options), timeout: timeout, keep: keep)
     end
 
     # Enqueue any task by wire name with positional args and keyword args; returns the task id.
@@ -100,14 +162,21 @@ module InferenceTasks
       raise ArgumentError, "priority must be 0..9, got #{priority.inspect}" unless PRIORITIES.include?(priority)
 
       task_id ||= SecureRandom.uuid
-      message = build_message(task, args, kwargs, task_id, queue, priority, reply_to)
-      @redis.lpush(priority.zero? ? queue : "#{queue}:#{priority}", JSON.generate(message))
+      message = JSON.generate(build_message(task, args, kwargs, task_id, queue, priority, reply_to))
+      push(queue, priority, message)
       task_id
     end
 
-    # The result if the task has finished, else nil. Raises TaskFailed for FAILURE.
-    def result(task_id)
-      raw = @redis.get(RESULT_KEY_PREFIX + task_id)
+    # Waiting messages in a queue, all priority lists together.
+    def queue_depth(queue = DEFAULT_QUEUE)
+      @redis.pipelined { |pipe| queue_keys(queue).each { |key| pipe.llen(key) } }.sum
+    end
+
+    # The result if the task has finished, else nil. Raises TaskFailed for FAILURE. A finished
+    # result is deleted from Redis by the read that returns it, unless keep: true.
+    def result(task_id, keep: false)
+      key = RESULT_KEY_PREFIX + task_id
+      raw = keep ? @redis.get(key) : @redis.eval(READ_FINISHED_RESULT, keys: [key])
       return nil if raw.nil?
 
       meta = JSON.parse(raw)
@@ -124,11 +193,12 @@ module InferenceTasks
       raw.nil? ? "PENDING" : JSON.parse(raw).fetch("status")
     end
 
-    # Poll until the task finishes; returns its JSON result, raises TaskFailed or Timeout.
-    def wait(task_id, timeout: 30, interval: 0.05)
+    # Poll until the task finishes; returns its JSON result, raises TaskFailed or Timeout. The
+    # result is deleted from Redis by the read that returns it, unless keep: true.
+    def wait(task_id, timeout: 30, interval: 0.05, keep: false)
       deadline = monotonic + timeout
       loop do
-        outcome = result(task_id)
+        outcome = result(task_id, keep: keep)
         return outcome.value if outcome
         raise Timeout, "task #{task_id} did not finish within #{timeout} s" if monotonic > deadline
 
@@ -138,6 +208,25 @@ module InferenceTasks
     end
 
     private
+
+    def queue_keys(queue)
+      PRIORITIES.map { |step| step.zero? ? queue : "#{queue}:#{step}" }
+    end
+
+    def push(queue, priority, message)
+      target = priority.zero? ? queue : "#{queue}:#{priority}"
+      unless @max_queue_depth
+        @redis.lpush(target, message)
+        return
+      end
+      depth = @redis.eval(PUSH_UNLESS_FULL, keys: [target, *queue_keys(queue)], argv: [message, @max_queue_depth])
+      raise QueueFull.new(queue, -depth - 1, @max_queue_depth) if depth.negative?
+    rescue Redis::CommandError => e
+      raise unless e.message.include?("OOM")
+
+      raise RedisFull, "Redis is full (maxmemory reached, it refuses writes): nothing was pushed (#{e.message}). " \
+                       "Results nobody reads and deletes are the usual cause: see docs/operations.md"
+    end
 
     def build_message(task, args, kwargs, task_id, queue, priority, reply_to)
       headers = {

@@ -1,0 +1,114 @@
+"""Send tasks and read results the way a production producer should: bounded queues, results read once.
+
+Redis holds three things per task: the queued message, the result, and (if asked) a reply job.
+A producer that pushes faster than the workers serve grows the queue without bound; one that
+never deletes the results it read leaves each one in Redis for its whole lifetime (~0.5 MB for a
+64-text JSON embedding). `send` refuses to enqueue onto a queue that already holds
+`max_queue_depth` waiting messages (QueueFull), and turns Redis' own refusal at maxmemory into
+RedisFull with what to do; `collect` waits for a result and deletes it once read (keep=True
+keeps it). The Ruby client (deploy/rails) offers the same three.
+
+The depth check and the push are two commands, so producers racing each other can overshoot the
+limit by at most one message each; the Ruby client does both in one Lua script (exact).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery.exceptions import TimeoutError as ResultTimeout
+from celery.result import AsyncResult
+
+from inference_tasks.queue_state import queue_depth
+from inference_tasks.redis_errors import is_out_of_memory
+from inference_tasks.routing import INFERENCE_QUEUE, TASK_ROUTES
+from inference_tasks.store import broker_redis
+
+# While waiting for room in a queue (wait_for_room), the first and longest pause between checks.
+FIRST_ROOM_CHECK_S = 0.05
+LONGEST_ROOM_CHECK_S = 1.0
+
+
+class ProducerError(Exception):
+    """Base of what `send` raises instead of enqueueing."""
+
+
+class QueueFull(ProducerError):
+    """The queue already holds max_queue_depth waiting messages; nothing was pushed."""
+
+    def __init__(self, queue: str, depth: int, limit: int) -> None:
+        self.queue, self.depth, self.limit = queue, depth, limit
+        super().__init__(
+            f"queue {queue!r} holds {depth} waiting messages, at or over max_queue_depth={limit}; "
+            "nothing was pushed: retry later, or add workers"
+        )
+
+
+class RedisFull(ProducerError):
+    """Redis refused the push: it is at maxmemory with noeviction; nothing was pushed."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(
+            f"Redis is full (maxmemory reached, it refuses writes): nothing was pushed ({error}). "
+            "Results not read and deleted by their producers are the usual cause: see docs/operations.md"
+        )
+
+
+def queue_for(task_name: str, options: dict[str, Any]) -> str:
+    """The queue a task goes to: the caller's choice, else its route."""
+    return options.get("queue") or TASK_ROUTES.get(task_name, {}).get("queue", INFERENCE_QUEUE)
+
+
+def send(
+    app: Any,
+    task_name: str,
+    args: list[Any] | tuple[Any, ...] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    max_queue_depth: int | None = None,
+    **options: Any,
+) -> AsyncResult:
+    """app.send_task, refused with QueueFull when the queue is already at max_queue_depth."""
+    if max_queue_depth is not None:
+        queue = queue_for(task_name, options)
+        depth = queue_depth(broker_redis(app.settings), queue)
+        if depth >= max_queue_depth:
+            raise QueueFull(queue, depth, max_queue_depth)
+    try:
+        return app.send_task(task_name, args=args, kwargs=kwargs, **options)
+    except Exception as error:
+        if is_out_of_memory(error):
+            raise RedisFull(error) from error
+        raise
+
+
+def collect(result: AsyncResult, timeout: float, keep: bool = False) -> Any:
+    """The task's result (raising its error if it failed), deleted from Redis once read unless `keep`.
+
+    A timeout leaves the result in place (it may still come; its lifetime bounds it).
+    """
+    try:
+        value = result.get(timeout=timeout)
+    except Exception as error:
+        if not keep and not isinstance(error, ResultTimeout):
+            result.forget()
+        raise
+    if not keep:
+        result.forget()
+    return value
+
+
+def wait_for_room(app: Any, queue: str, max_queue_depth: int, timeout: float) -> int:
+    """Wait until `queue` holds fewer than max_queue_depth messages; the depth seen. QueueFull on timeout."""
+    client = broker_redis(app.settings)
+    deadline = time.monotonic() + timeout
+    pause = FIRST_ROOM_CHECK_S
+    while True:
+        depth = queue_depth(client, queue)
+        if depth < max_queue_depth:
+            return depth
+        if time.monotonic() >= deadline:
+            raise QueueFull(queue, depth, max_queue_depth)
+        time.sleep(pause)
+        pause = min(pause * 2, LONGEST_ROOM_CHECK_S)

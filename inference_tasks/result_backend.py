@@ -1,0 +1,106 @@
+"""Celery's Redis result backend with three production rules: replies, lifetimes, and a full Redis.
+
+Selected in app.py as `result_backend = "inference_tasks.result_backend:ResultBackend+redis://..."`
+(Celery's documented `<class>+<url>` form); everything else is RedisBackend's own. The one method
+overridden, `store_result`, is Celery's public backend API (every state change goes through it).
+
+- **Replies from the stored outcome.** When a task's final state (SUCCESS, FAILURE, REVOKED) is
+  stored and its message asked for a reply job (replies.py), the reply is pushed first; a
+  successful result is then kept only as a small stub naming the reply job, so the embedding is in
+  Redis once (in the reply), not twice. If the reply cannot be pushed, the full result is stored.
+  Any state stored by any process gets its reply: the child's own outcome, a revoke or time limit
+  decided in the worker's main process.
+- **Lifetimes.** Inference results expire after INFERENCE_RESULT_EXPIRES_S (1 hour); the final
+  results of training tasks, small and read by people, after INFERENCE_TRAINING_RESULT_EXPIRES_S.
+- **A full Redis loses no task.** Redis at maxmemory with `noeviction` refuses the write. A final
+  state is retried for INFERENCE_RESULT_WRITE_PATIENCE_S (clients reading and deleting their
+  results free memory); then, in the child running the task, the task is given back to its queue
+  (Celery's Reject with requeue) instead of being acked without a result. Intermediate states
+  (STARTED, PROGRESS) are advisory: one that cannot be written is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from celery import states
+from celery.backends.redis import RedisBackend
+from celery.exceptions import Reject
+
+from inference_tasks import replies
+from inference_tasks.redis_errors import is_out_of_memory
+from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
+
+logger = logging.getLogger(__name__)
+
+# First and longest pause between attempts to store a final state while Redis is full.
+FIRST_PAUSE_S = 0.05
+LONGEST_PAUSE_S = 1.0
+
+
+class ResultBackend(RedisBackend):
+    """RedisBackend whose store_result pushes replies, sets lifetimes and outlasts a full Redis."""
+
+    def store_result(
+        self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None, **kwargs: Any
+    ) -> Any:
+        if state not in states.READY_STATES:
+            try:
+                return super().store_result(task_id, result, state, traceback, request, **kwargs)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                logger.warning("Redis is full: state %s of task %s not recorded (%s)", state, task_id, error)
+                return result
+        return self._store_final(task_id, result, state, traceback, request, **kwargs)
+
+    def _store_final(self, task_id: str, result: Any, state: str, traceback: Any, request: Any, **kwargs: Any) -> Any:
+        settings = self.app.settings
+        spec = replies.requested_reply(request)
+        replied = False
+        deadline = time.monotonic() + settings.result_write_patience_s
+        pause = FIRST_PAUSE_S
+        while True:
+            try:
+                if spec is not None and not replied:
+                    error = result if isinstance(result, BaseException) else None
+                    value = None if error is not None else result
+                    replied = replies.reply(spec, request, settings, state, value, error)
+                kept = replies.stub_result(spec) if replied and state == states.SUCCESS else result
+                stored = super().store_result(task_id, kept, state, traceback, request, **kwargs)
+                self._extend_lifetime(task_id, request)
+                return stored
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                if time.monotonic() >= deadline:
+                    self._give_up(task_id, state, error)
+                    raise
+                logger.warning("Redis is full: retrying to store %s of task %s", state, task_id)
+                time.sleep(pause)
+                pause = min(pause * 2, LONGEST_PAUSE_S)
+
+    def _extend_lifetime(self, task_id: str, request: Any) -> None:
+        """Training results keep their longer lifetime (one EXPIRE, for those tasks only)."""
+        if getattr(request, "task", None) in LONG_LIVED_RESULT_TASKS:
+            self.client.expire(self.get_key_for_task(task_id), self.app.settings.training_result_expires_s)
+
+    def _give_up(self, task_id: str, state: str, error: BaseException) -> None:
+        """In the child running `task_id`: hand the task back to its queue (raises Reject).
+
+        Elsewhere (the worker's main process recording a revoke or a time limit) the error is
+        raised as it is: there is no task body to run again.
+        """
+        task = self.app.current_worker_task
+        if task is None or getattr(task.request, "id", None) != task_id:
+            return
+        logger.error(
+            "Redis stayed full for %.0f s: could not store %s of task %s; returning it to its queue (%s)",
+            self.app.settings.result_write_patience_s,
+            state,
+            task_id,
+            error,
+        )
+        raise Reject(f"result backend full: {error}", requeue=True)

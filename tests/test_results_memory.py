@@ -1,0 +1,187 @@
+"""Redis stays bounded under load: results leave when read, expire within an hour, travel compact on
+request, producers stop at a queue limit, and a Redis at maxmemory loses no task. Real Redis, real
+workers, the real model, real Ruby."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import numpy as np
+import pytest
+from conftest import redis_client, start_redis
+from ruby_runner import ruby
+
+from inference_tasks import producer, store
+from inference_tasks.routing import EMBED_TASK
+
+pytestmark = pytest.mark.slow
+RESULT_TIMEOUT_S = 120
+PROBES = "tests.worker_probes"
+TEXTS = ["The cat sleeps on the sofa.", "Quarterly revenue grew.", "Reset my password"]
+BATCH = [f"Support ticket number {i}: the export to PDF produced an empty file again." for i in range(64)]
+# Small enough to fill in a moment, large enough for a worker's own bookkeeping.
+MAXMEMORY = "32mb"
+FILLER_BYTES = 512 * 1024
+FILLER_KEYS = 16
+
+
+def result_key(task_id: str) -> str:
+    return f"celery-task-meta-{task_id}"
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_ruby_client_deletes_results_it_read_keeps_them_on_request_and_stops_at_the_queue_limit(inference_worker):
+    """Ruby: the read that returns a finished result (success or failure) deletes it; keep: true keeps
+    it (with its TTL); f32-base64 decodes to the JSON vectors; QueueFull at max_queue_depth pushes nothing."""
+    report = ruby("memory_contract.rb", inference_worker.redis_url)
+    assert report["read_key_exists"] is False
+    assert report["failed_key_exists"] is False
+    assert report["kept_key_exists"] is True
+    assert 0 < report["kept_ttl"] <= 3600
+    assert report["f32_encoding"] == "f32-base64"
+    np.testing.assert_allclose(np.array(report["f32"]), np.array(report["json"]), rtol=0, atol=1e-6)
+    assert report["parked_before"] == 3
+    full = report["queue_full"]
+    assert full["class"] == "InferenceTasks::QueueFull" and full["is_error"]
+    assert (full["depth"], full["limit"]) == (3, 3)
+    assert '"parked" holds 3 waiting messages' in full["message"]
+    assert report["parked_after"] == 3
+    assert report["parked_lists"]["2"] == 0
+
+
+def test_inference_results_expire_within_an_hour(inference_worker):
+    """A fresh embed result's key carries a TTL of at most INFERENCE_RESULT_EXPIRES_S (1 hour by default)."""
+    result = inference_worker.app.send_task(EMBED_TASK, args=[["expires"]])
+    result.get(timeout=RESULT_TIMEOUT_S)
+    ttl = redis_client(inference_worker.redis_url).ttl(result_key(result.id))
+    assert 3000 < ttl <= 3600
+
+
+def test_compact_embeddings_equal_the_json_vectors_at_a_quarter_of_the_size(inference_worker):
+    """encoding="f32-base64": the same vectors to float32 precision, in at most 35 % of the JSON result's bytes."""
+    app = inference_worker.app
+    client = redis_client(inference_worker.redis_url)
+    as_json = app.send_task(EMBED_TASK, args=[BATCH])
+    compact = app.send_task(EMBED_TASK, args=[BATCH], kwargs={"encoding": "f32-base64"})
+    json_value = as_json.get(timeout=RESULT_TIMEOUT_S)
+    compact_value = compact.get(timeout=RESULT_TIMEOUT_S)
+    json_bytes, compact_bytes = client.strlen(result_key(as_json.id)), client.strlen(result_key(compact.id))
+    assert compact_bytes <= 0.35 * json_bytes, (compact_bytes, json_bytes)
+    assert {k: compact_value[k] for k in ("model", "dim", "count", "encoding")} == {
+        "model": "all-MiniLM-L6-v2",
+        "dim": 384,
+        "count": 64,
+        "encoding": "f32-base64",
+    }
+    vectors = store.decode_vectors(compact_value["embeddings"], compact_value["dim"])
+    np.testing.assert_allclose(vectors, np.array(json_value["embeddings"], dtype=np.float32), rtol=0, atol=0)
+    print(f"\n[memory] 64-text embed result: JSON {json_bytes} B, f32-base64 {compact_bytes} B")
+
+
+def test_an_unknown_encoding_fails_with_a_clear_message(inference_worker):
+    """encoding must be "json" or "f32-base64"; anything else fails the task naming both."""
+    result = inference_worker.app.send_task(EMBED_TASK, args=[["x"]], kwargs={"encoding": "float16"})
+    with pytest.raises(Exception, match=r"encoding must be one of 'json', 'f32-base64', got 'float16'"):
+        producer.collect(result, RESULT_TIMEOUT_S)
+    assert redis_client(inference_worker.redis_url).exists(result_key(result.id)) == 0
+
+
+def test_python_producer_collects_once_and_refuses_a_full_queue(inference_worker):
+    """producer.collect deletes the result it read (keep=True keeps it); producer.send raises QueueFull at
+    max_queue_depth and pushes nothing."""
+    app = inference_worker.app
+    client = redis_client(inference_worker.redis_url)
+    read = producer.send(app, EMBED_TASK, args=[TEXTS])
+    assert len(producer.collect(read, RESULT_TIMEOUT_S)["embeddings"]) == 3
+    assert client.exists(result_key(read.id)) == 0
+    kept = producer.send(app, EMBED_TASK, args=[TEXTS])
+    producer.collect(kept, RESULT_TIMEOUT_S, keep=True)
+    assert client.exists(result_key(kept.id)) == 1
+
+    queue = f"parked-{uuid.uuid4().hex[:8]}"
+    for priority in (0, 4):
+        producer.send(app, EMBED_TASK, args=[["waiting"]], queue=queue, priority=priority, max_queue_depth=2)
+    with pytest.raises(producer.QueueFull, match=rf"queue '{queue}' holds 2 waiting messages"):
+        producer.send(app, EMBED_TASK, args=[["one too many"]], queue=queue, max_queue_depth=2)
+    assert sum(client.llen(key) for key in [queue] + [f"{queue}:{step}" for step in range(1, 10)]) == 2
+
+
+@pytest.fixture
+def full_redis_worker(tmp_path, start_worker):
+    """A worker on its own Redis with a small maxmemory and noeviction, and a way to fill that Redis."""
+    server = start_redis(tmp_path / "redis", extra_args=("--maxmemory", MAXMEMORY, "--maxmemory-policy", "noeviction"))
+    worker = start_worker(
+        redis_url=server.url(1),
+        include=PROBES,
+        concurrency=1,
+        microbatch_max_texts=0,
+        result_write_patience_s=3,
+        visibility_timeout_s=6,
+        lease_renew_interval_s=2,
+    )
+    client = redis_client(server.url(1))
+
+    def fill() -> None:
+        """Put Redis decisively over its maxmemory: some filler data, then a limit 4 MB below what it uses
+        (a pop or a small delete must not bring it back under)."""
+        for number in range(FILLER_KEYS):
+            client.set(f"filler:{number}", b"x" * FILLER_BYTES)
+        used = client.info("memory")["used_memory"]
+        client.config_set("maxmemory", used - 4 * 1024 * 1024)
+
+    def make_room() -> None:
+        client.config_set("maxmemory", MAXMEMORY)
+
+    yield worker, client, fill, make_room
+    worker.stop()
+    server.process.terminate()
+    server.process.wait(timeout=10)
+
+
+def test_a_full_redis_refuses_producers_clearly_and_a_popped_message_is_kept_until_redis_has_room(full_redis_worker):
+    """Redis at maxmemory: Python and Ruby producers get RedisFull (nothing pushed). A message the worker
+    popped while Redis was full (its unacked record refused) is held, not dropped, and runs once room is made."""
+    worker, _, fill, make_room = full_redis_worker
+    os.killpg(worker.process.pid, signal.SIGSTOP)  # the whole worker, so the pop happens before it can record
+    try:
+        waiting = worker.app.send_task(EMBED_TASK, args=[TEXTS])
+        fill()
+    finally:
+        os.killpg(worker.process.pid, signal.SIGCONT)
+    with pytest.raises(producer.RedisFull, match="Redis is full"):
+        producer.send(worker.app, EMBED_TASK, args=[["no room"]])
+    from_ruby = ruby("push_when_full.rb", worker.redis_url)
+    assert from_ruby["error"] == "InferenceTasks::RedisFull" and "Redis is full" in from_ruby["message"]
+    wait_for(lambda: "cannot record delivered message" in worker.log(), 60, "the worker to hold the popped message")
+    make_room()
+    assert len(producer.collect(waiting, RESULT_TIMEOUT_S)["embeddings"]) == 3
+    wait_for(lambda: worker.successes()[waiting.id] > 0, 30, "the success log line")
+    assert worker.successes()[waiting.id] == 1
+
+
+def test_a_result_redis_refuses_is_retried_then_the_task_goes_back_to_its_queue(full_redis_worker):
+    """The result write is refused (Redis full): the child retries for INFERENCE_RESULT_WRITE_PATIENCE_S, then
+    gives the task back (Reject, requeue); the requeue itself is refused, so the message stays unacked and the
+    sweep returns it once Redis has room. The task runs again and its result arrives: nothing lost."""
+    worker, client, fill, make_room = full_redis_worker
+    marker = f"attempts:{uuid.uuid4().hex}"
+    result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 300_000])
+    wait_for(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
+    fill()
+    wait_for(lambda: "returning it to its queue" in worker.log(), 60, "the child to give the task back")
+    wait_for(lambda: "could not requeue message" in worker.log(), 30, "the refused requeue")
+    assert "retrying to store SUCCESS" in worker.log()
+    assert client.hlen("unacked") == 1  # still recorded in Redis: the sweep can return it
+    make_room()
+    value = producer.collect(result, RESULT_TIMEOUT_S)
+    assert value["attempt"] == 2 and len(value["payload"]) == 300_000
+    assert client.llen(marker) == 2
