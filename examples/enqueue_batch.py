@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from inference_tasks import app
+from inference_tasks import app, producer
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
 
 WORKER_WAIT_S = 180
@@ -38,11 +38,12 @@ def wait_for_worker() -> None:
 def main() -> None:
     wait_for_worker()
     started = time.perf_counter()
-    embedded = app.send_task(EMBED_TASK, args=[TEXTS]).get(timeout=RESULT_TIMEOUT_S)
+    # producer.collect deletes each result once read: results nobody deletes fill Redis.
+    embedded = producer.collect(producer.send(app, EMBED_TASK, args=[TEXTS]), RESULT_TIMEOUT_S)
     vectors = embedded["embeddings"]
     print(f"embed: {len(vectors)} x {embedded['dim']} embeddings from {embedded['model']} "
           f"in {time.perf_counter() - started:.2f} s")  # fmt: skip
-    predictions = app.send_task(CLASSIFY_TASK, args=[TEXTS, LABELS]).get(timeout=RESULT_TIMEOUT_S)
+    predictions = producer.collect(producer.send(app, CLASSIFY_TASK, args=[TEXTS, LABELS]), RESULT_TIMEOUT_S)
     print("classify (zero-shot):")
     for text, prediction in zip(TEXTS, predictions, strict=True):
         print(f"  {prediction['label']:<15} {prediction['score']:.3f}  {text}")

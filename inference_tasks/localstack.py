@@ -65,6 +65,7 @@ class RedisServer:
     process: subprocess.Popen
     password: str | None = None
     scheme: str = "redis"
+    log_path: Path | None = None
 
     def url(self, db: int = 0) -> str:
         auth = f":{self.password}@" if self.password else ""
@@ -97,7 +98,9 @@ def start_redis(
         args += ["--tls-key-file", str(tls.key), "--tls-ca-cert-file", str(tls.ca), "--tls-auth-clients", "no"]
     else:
         args += ["--port", str(port)]
-    server = RedisServer("127.0.0.1", port, subprocess.Popen(args), password, "rediss" if tls else "redis")
+    server = RedisServer(
+        "127.0.0.1", port, subprocess.Popen(args), password, "rediss" if tls else "redis", workdir / "redis.log"
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         with socket.socket() as sock:

@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import ref
 
+from billiard.einfo import ExceptionInfo
+from billiard.exceptions import Terminated, WorkerLostError
 from celery import Task, bootsteps
 from celery.app.trace import fast_trace_task, trace_task_ret
+from celery.worker import state as worker_state
 from celery.worker.strategy import default as default_strategy
 
 from inference_tasks.batch_job import run_batch
@@ -196,7 +199,7 @@ class Batcher:
         for request in requests:
             # Lets `revoke(terminate=True)` find the job; it ends the whole batch's child.
             request._apply_result = ref(result) if result is not None else None
-        logger.debug("coalesced %d tasks (%d texts) into one job", len(requests), sum(len(p.texts) for p in plans))
+        logger.info("coalesced %d tasks (%d texts) into one job", len(requests), sum(len(p.texts) for p in plans))
 
     def close(self) -> None:
         """The consumer's connection is gone: its held messages go back to their queues with it."""
@@ -239,9 +242,22 @@ class BatchCompletion:
         self.release()
 
     def on_failure(self, exc_info: Any) -> None:
-        """The job itself failed (its child died, or was killed at the time limit)."""
+        """The job itself failed (its child died, or was killed at the time limit).
+
+        A `revoke(terminate=True)` of one task kills the child running the whole batch; the pool
+        reports the job as Terminated, which Celery turns into REVOKED for every task it is given
+        to. Only the revoked ones are; their batch-mates lost their child like any task whose
+        child died, so they get a WorkerLostError and go back to the queue (reject_on_worker_lost).
+        """
+        collateral = None
+        error = getattr(exc_info, "exception", None)
+        error = getattr(error, "exc", error)  # billiard may wrap it in ExceptionWithTraceback
+        if isinstance(error, Terminated):
+            revoked_ids = [request.id for request in self.requests if request.id in worker_state.revoked]
+            collateral = _worker_lost(f"its micro-batch was terminated to revoke {', '.join(revoked_ids)}")
         for request in self.requests:
-            _each(request.on_failure, exc_info)
+            lost = collateral is not None and request.id not in worker_state.revoked
+            _each(request.on_failure, collateral if lost else exc_info)
         self.release()
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
@@ -256,6 +272,13 @@ class BatchCompletion:
             self.released = True
             if len(self.requests) > 1:
                 self.qos.decrement_eventually(len(self.requests) - 1)
+
+
+def _worker_lost(reason: str) -> ExceptionInfo:
+    try:
+        raise WorkerLostError(reason)
+    except WorkerLostError:
+        return ExceptionInfo()
 
 
 def _each(handler: Any, *args: Any) -> None:

@@ -11,6 +11,8 @@ or waits for the replacement, which is forked as soon as the old child is gone.
 
 from __future__ import annotations
 
+import logging
+import signal
 import time
 from collections.abc import Callable
 from multiprocessing.sharedctypes import RawArray
@@ -19,6 +21,8 @@ from weakref import ref
 
 from celery.concurrency.asynpool import AsynPool
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
+
+logger = logging.getLogger(__name__)
 
 # One flag per pool index (stable across recycles); created at import in the worker's main
 # process, before any child is forked, so every child writes to the same memory.
@@ -130,6 +134,18 @@ class LastTaskAwareAsynPool(AsynPool):
         for listener in self.on_child_free:
             listener()
 
+    def terminate_job(self, pid: int, sig: int | None = None) -> None:
+        """`revoke(task_id, terminate=True)` stops the task: Celery's default TERM becomes SIGKILL.
+
+        Our children ignore SIGTERM (signals.ignore_term_in_children), so that TERM sent to the whole
+        process group (systemd, honcho) stays a warm shutdown. A TERM meant for one job was ignored
+        too: the task was announced REVOKED and ran on to the end. Any other signal (SIGUSR1 for a
+        soft stop, SIGKILL) is sent as asked.
+        """
+        if sig is None or sig == signal.SIGTERM:
+            sig = signal.SIGKILL
+        super().terminate_job(pid, sig)
+
     def flush(self) -> None:
         """Forget jobs no child holds, as Celery does; keep the ones already in a child's pipe.
 
@@ -150,10 +166,13 @@ class LastTaskAwareAsynPool(AsynPool):
             if not job._accepted and job._write_to is not None and job._write_to._is_alive()
         ]
         super().flush()
+        kept = 0
         for job in in_a_childs_pipe:
             if job._write_to._is_alive():
                 self._cache[job._job] = job
                 self._busy_workers.add(job._write_to.inqW_fd)
+                kept += 1
+        logger.info("pool flushed: kept %d job(s) already written to a child, forgot the rest", kept)
 
     def _replace_when_gone(self, process_ref: Any, give_up_at: float) -> None:
         """Reap the leaving child and fork its replacement as soon as it has exited.

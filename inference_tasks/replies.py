@@ -10,7 +10,6 @@ small stub naming the reply job.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import secrets
@@ -19,6 +18,7 @@ from typing import Any
 
 import redis
 
+from inference_tasks import codec
 from inference_tasks.store import redis_for
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def push_sidekiq_job(client: redis.Redis, job: dict[str, Any]) -> None:
     """Enqueue `job` for Sidekiq in one MULTI, like Sidekiq::Client#push."""
     with client.pipeline(transaction=True) as pipe:
         pipe.sadd("queues", job["queue"])
-        pipe.lpush(f"queue:{job['queue']}", json.dumps(job))
+        pipe.lpush(f"queue:{job['queue']}", codec.dumps(job))
         pipe.execute()
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install what inference_tasks needs on a fresh Debian machine; safe to run again.
 #   - redis-server, openssl, Ruby with the redis and sidekiq gems (for the Rails client and its
-#     tests) from Debian (sudo if not root); with WITH_BROWSER=1 (scripts/test.sh) also chromium,
-#     for the headless-browser check of Flower
+#     tests) from Debian (sudo if not root); with WITH_TEST_TOOLS=1 (scripts/test.sh) also chromium,
+#     for the headless-browser check of Flower, and systemd-analyze, for the unit-file checks
 #   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
 #     constraints.txt so no later install swaps in a multi-GB CUDA build) and this package.
 set -euo pipefail
@@ -16,8 +16,9 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v ruby >/dev/null || missing+=(ruby)
 ruby -e 'require "redis"' 2>/dev/null || missing+=(ruby-redis)
 command -v sidekiq >/dev/null || missing+=(ruby-sidekiq)
-if [ "${WITH_BROWSER:-0}" = 1 ]; then
+if [ "${WITH_TEST_TOOLS:-0}" = 1 ]; then
   command -v chromium >/dev/null || missing+=(chromium)
+  command -v systemd-analyze >/dev/null || missing+=(systemd)
 fi
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} with apt-get"

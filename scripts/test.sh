@@ -3,7 +3,7 @@
 # (real redis-server, real `celery worker` processes, the real model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WITH_BROWSER=1 bash scripts/setup.sh
+WITH_TEST_TOOLS=1 bash scripts/setup.sh
 VENV=${VENV:-.venv}
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .

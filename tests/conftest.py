@@ -1,9 +1,11 @@
 """Fixtures: a real redis-server per test session, real `celery worker` processes, producer apps.
 
-Why not celery.contrib.pytest's celery_worker: it runs the worker inside the test process with
-the solo or threads pool, so it cannot show what this project is about (prefork children,
-their native threads, a child dying). Workers here are the real command an operator runs
-(started by inference_tasks.localstack, which the benchmarks share).
+Why not celery.contrib.pytest's celery_worker or celery_session_worker: they run the worker inside
+the test process with the solo or threads pool (and would run this package's worker hooks inside
+pytest), so they cannot show what this project is about (prefork children, their native threads,
+a child dying). Workers here are the real command an operator runs (started by
+inference_tasks.localstack, which the benchmarks share). pytest-celery's `celery_setup` runs over
+these same processes (tests/support/celery_nodes.py); its Docker fixtures are never requested.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from support import celery_nodes
+from support.programs import missing
 
 from inference_tasks import localstack
 from inference_tasks.localstack import (
@@ -32,6 +36,7 @@ from inference_tasks.localstack import (
     free_port,
     producer_app,
 )
+from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 __all__ = ["REPO_ROOT", "TlsFiles", "clean_env", "producer_app", "redis_client", "start_redis"]
 
@@ -45,10 +50,8 @@ def start_redis(workdir: Path, **options: object) -> RedisServer:
     """localstack.start_redis, skipped locally (failed on CI) when redis-server is missing."""
     try:
         return localstack.start_redis(workdir, **options)  # type: ignore[arg-type]
-    except MissingProgram as missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing}: .ci/run must install it")
-        pytest.skip(str(missing))
+    except MissingProgram as error:
+        missing(str(error))
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +107,35 @@ def start_worker(
 def inference_worker(start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
     """The shipped inference profile: prefork, 2 children, pinned, the real default model."""
     return start_worker(concurrency=2)
+
+
+@pytest.fixture(scope="session")
+def trainer_worker(start_worker: Callable[..., WorkerProcess], inference_worker: WorkerProcess) -> WorkerProcess:
+    """The trainer profile on the inference worker's Redis database: queue training, one child, 2 threads."""
+    return start_worker(
+        queues=TRAINING_QUEUE, concurrency=1, profile="trainer", trainer_threads=2, redis_url=inference_worker.redis_url
+    )
+
+
+# pytest-celery: celery_setup over the session's redis-server and our own worker processes.
+@pytest.fixture
+def celery_broker_cluster(redis_server: RedisServer, inference_worker: WorkerProcess) -> object:
+    return celery_nodes.broker_cluster(redis_server, inference_worker.redis_url)
+
+
+@pytest.fixture
+def celery_backend_cluster(redis_server: RedisServer, inference_worker: WorkerProcess) -> object:
+    return celery_nodes.backend_cluster(redis_server, inference_worker.redis_url)
+
+
+@pytest.fixture
+def celery_worker_cluster(inference_worker: WorkerProcess, trainer_worker: WorkerProcess) -> object:
+    return celery_nodes.worker_cluster((inference_worker, INFERENCE_QUEUE), (trainer_worker, TRAINING_QUEUE))
+
+
+@pytest.fixture
+def celery_setup_app(inference_worker: WorkerProcess) -> object:
+    return inference_worker.app
 
 
 def redis_client(url: str) -> redis.Redis:

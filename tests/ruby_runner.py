@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 
-import pytest
 from conftest import REPO_ROOT, clean_env
+from support.programs import need_program
 
 RUBY_DIR = REPO_ROOT / "tests" / "ruby"
 
 
 def need(program: str) -> str:
-    path = shutil.which(program)
-    if path is None:
-        message = f"{program} is not installed (apt-get install ruby ruby-redis ruby-sidekiq)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return need_program(program, "ruby ruby-redis ruby-sidekiq")
 
 
 def ruby(script: str, redis_url: str, **env: str) -> dict:

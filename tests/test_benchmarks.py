@@ -138,3 +138,19 @@ def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
     assert run["tasks"] == 4 and run["tasks_per_s"] > 0
     assert [child["device"] for child in run["children"]] == ["cpu", "cpu"]
     assert run["main_process_cuda_initialized"] is False
+
+
+@pytest.mark.slow
+def test_soak_harness_samples_memory_raises_queue_full_loses_nothing_and_plots(tmp_path):
+    """soak --quick: every phase runs, the burst producer meets QueueFull, every accepted task's result
+    arrives, no result is left in Redis after the read-and-delete phases, and the PNG is written."""
+    report = _run("soak.py", tmp_path / "soak.json")
+    summary = report["summary"]
+    assert summary["python_errors"] == 0 and summary["ruby"]["errors"] == 0 and summary["ruby"]["results"] > 0
+    assert summary["burst"]["queue_full"] > 0 and summary["burst"]["failed_or_lost"] == 0
+    assert summary["burst"]["accepted"] > 0
+    assert summary["results_left_in_redis"] == 0
+    assert summary["kept"]["results"] > 0 and summary["kept"]["growth_mb"] > 0
+    assert {sample["phase"] for sample in report["samples"]} == {"steady", "burst", "kept"}
+    png = (tmp_path / "soak.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from support.programs import need_program
 
 from inference_tasks.config import Settings
 from inference_tasks.routing import INFERENCE_QUEUE
@@ -33,7 +33,6 @@ def cpu_count(quantity: str) -> float:
     return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 @pytest.mark.parametrize("unit", sorted((DEPLOY / "systemd").glob("*.service")), ids=lambda path: path.name)
 def test_systemd_units_verify(unit, tmp_path):
     """systemd-analyze verify, with the install paths pointed at this checkout (it checks they exist)."""
@@ -45,7 +44,8 @@ def test_systemd_units_verify(unit, tmp_path):
     text = re.sub(r"^(User|Group)=.*$", r"\1=root", text, flags=re.MULTILINE)
     copy = tmp_path / unit.name
     copy.write_text(text)
-    verified = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, cwd=tmp_path)
+    analyze = need_program("systemd-analyze", "systemd")
+    verified = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, cwd=tmp_path)
     problems = [line for line in verified.stderr.splitlines() if unit.name in line]
     assert verified.returncode == 0 and not problems, verified.stderr
     if "flower" not in unit.name:  # a unit that runs tasks waits for the longest one on stop
@@ -77,7 +77,11 @@ def test_kubernetes_workers_stop_gracefully_and_fit_their_cpus():
         assert "limits.cpu" in sized_from.values(), f"{name}: children/threads must follow the CPU limit"
     for deployment in deployments.values():
         for container in deployment["spec"]["template"]["spec"]["containers"]:
-            assert isinstance(container.get("command", container.get("args", [])), list)
+            # Exec form: a list of strings, our CLI or Celery first, never a shell that would swallow TERM.
+            command = container.get("command") or container.get("args")
+            assert isinstance(command, list) and command, deployment["metadata"]["name"]
+            assert all(isinstance(part, str) for part in command), command
+            assert command[0] in ("inference-tasks", "celery"), command
 
 
 def test_keda_scales_the_inference_worker_on_the_inference_list():
@@ -92,13 +96,26 @@ def test_keda_scales_the_inference_worker_on_the_inference_list():
     assert auth in by_kind("TriggerAuthentication")
 
 
-def test_redis_everywhere_keeps_its_queue():
+def memory_bytes(quantity: str) -> int:
+    units = {"kb": 2**10, "mb": 2**20, "gb": 2**30, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    return int(quantity)
+
+
+def test_redis_everywhere_keeps_its_queue_and_has_a_memory_ceiling():
+    """AOF, noeviction (never evict a queued task), and a maxmemory at which Redis refuses writes; in
+    Kubernetes below the container's memory limit, leaving room for the AOF rewrite's fork."""
     [statefulset] = by_kind("StatefulSet").values()
-    args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+    [container] = statefulset["spec"]["template"]["spec"]["containers"]
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
-    for command in (args, compose["services"]["redis"]["command"]):
+    for command in (container["args"], compose["services"]["redis"]["command"]):
         joined = " ".join(command)
         assert "--appendonly yes" in joined and "--maxmemory-policy noeviction" in joined
+        assert memory_bytes(command[command.index("--maxmemory") + 1]) >= 256 * 2**20
+    maxmemory = memory_bytes(container["args"][container["args"].index("--maxmemory") + 1])
+    assert maxmemory <= 0.8 * memory_bytes(container["resources"]["limits"]["memory"])
 
 
 def test_compose_file_parses_and_stops_gracefully():

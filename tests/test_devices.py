@@ -3,7 +3,10 @@ back to the CPU, and the worker's main process never initialising CUDA (checked 
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from support.waiting import wait_until
 
 from inference_tasks import devices
 from inference_tasks.control import COMMAND
@@ -30,11 +33,26 @@ def test_child_i_gets_gpu_i_mod_the_visible_count(setting, child, gpus, expected
     assert devices.choose_device(setting, child, gpus) == expected
 
 
-def test_a_recycled_child_returns_to_its_slots_gpu():
-    """The pool index is stable across recycles, so the device is too."""
-    first = [devices.choose_device("cuda", slot, 3) for slot in range(6)]
-    again = [devices.choose_device("cuda", slot, 3) for slot in range(6)]
-    assert first == again == ["cuda:0", "cuda:1", "cuda:2", "cuda:0", "cuda:1", "cuda:2"]
+@pytest.mark.slow
+def test_a_recycled_child_takes_its_slot_and_so_its_slots_gpu(start_worker):
+    """The device is a function of the pool slot (choose_device), and a real worker whose children are
+    recycled every 2 tasks gives each replacement the slot it replaces: after several recycles the
+    children have new pids but the same slots {0, 1}, so on CUDA each would come back to its GPU."""
+    worker = start_worker(concurrency=2, max_tasks_per_child=2, max_tasks_per_child_jitter=0, microbatch_max_texts=0)
+
+    def children() -> dict[int, int]:
+        [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
+        [report] = reply.values()
+        return {child["pid"]: child["slot"] for child in report["children"]}
+
+    before = wait_until(lambda: len(children()) == 2 and children(), 60, "both children")
+    results = [worker.app.send_task(EMBED_TASK, args=[["recycle me"]]) for _ in range(8)]
+    assert all(len(r.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) == 1 for r in results)
+    # 8 jobs, 2 per child: at least 2 replacements beyond the first two children.
+    wait_until(lambda: worker.log().count("child ready") >= 4, 60, "replacement children")
+    after = wait_until(lambda: (c := children()) and len(c) == 2 and set(c).isdisjoint(before) and c, 60, "new pids")
+    assert sorted(before.values()) == sorted(after.values()) == [0, 1]
+    assert [devices.choose_device("cuda", slot, 2) for slot in sorted(after.values())] == ["cuda:0", "cuda:1"]
 
 
 @pytest.mark.parametrize(("setting", "gpus"), [("cuda", 0), ("cuda:0", 0), ("cuda:2", 2)])
@@ -68,6 +86,12 @@ def test_mps_is_active_when_its_control_pipe_exists(tmp_path):
     assert devices.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
 
 
+NO_GPU = pytest.mark.skipif(
+    devices.gpus_on_this_host(os.environ) > 0, reason="asserts the CPU fallback: this host has a GPU"
+)
+
+
+@NO_GPU
 @pytest.mark.slow
 def test_auto_falls_back_to_cpu_and_the_main_process_never_initialises_cuda(start_worker):
     """On this GPU-less machine `auto` serves from the CPU; every child reports its device, and the
@@ -84,6 +108,7 @@ def test_auto_falls_back_to_cpu_and_the_main_process_never_initialises_cuda(star
     assert report["device_setting"] == "auto"
 
 
+@NO_GPU
 @pytest.mark.slow
 def test_cuda_without_a_gpu_fails_each_task_with_the_reason_and_the_worker_stays_up(start_worker):
     worker = start_worker(concurrency=1, device="cuda")

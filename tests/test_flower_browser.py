@@ -5,7 +5,6 @@ screenshot in test-artifacts/ for people to look at."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -13,6 +12,7 @@ import urllib.request
 
 import pytest
 from conftest import REPO_ROOT, running_flower
+from support.programs import need_program
 
 from inference_tasks.routing import EMBED_TASK
 
@@ -22,12 +22,7 @@ TASKS = 4
 
 
 def chromium_binary() -> str:
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed: scripts/setup.sh must install it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return binary
+    return shutil.which("chromium-browser") or need_program("chromium", "chromium")
 
 
 def browse(binary: str, profile_dir, *args: str) -> str:

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from conftest import REPO_ROOT
 from ruby_runner import ruby
+from support.waiting import wait_until
 
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
 
@@ -86,7 +87,7 @@ def test_a_lone_task_held_while_the_child_is_busy_goes_when_the_child_is_free(ba
     app = batching_worker.app
     before = batch_counters(batching_worker)
     busy = app.send_task(EMBED_TASK, args=[[" ".join(SENTENCES[i : i + 30]) for i in range(16)]])
-    time.sleep(0.5)  # the long task is running: it went at once, to an idle child
+    wait_until(lambda: busy.state == "STARTED", RESULT_TIMEOUT_S, "the long task to run (it goes at once, alone)")
     result = app.send_task(EMBED_TASK, args=[[TEXTS[3]]]).get(timeout=RESULT_TIMEOUT_S)
     np.testing.assert_allclose(result["embeddings"][0], lone["vectors"][TEXTS[3]], atol=1e-5)
     assert busy.state == "SUCCESS"  # it finished first: the lone task waited for the child
@@ -125,15 +126,25 @@ def test_one_text_tasks_from_the_ruby_client_are_coalesced_too(batching_worker, 
 
 def test_batches_keep_flowing_while_every_child_recycles(start_worker):
     """Children recycling every 2 jobs: replacements come up idle without a job finishing, and a
-    batch held while both children were leaving must still go out (this once hung forever)."""
+    batch held while both children were leaving must still go out (this once hung forever).
+
+    Batches of at most 4 texts make 80 one-text tasks at least 20 jobs, so the 2 children (2 jobs
+    each) must be replaced at least 8 times whatever the timing: recycling under batching is forced,
+    not left to luck (with 32-text batches, 80 tasks could coalesce into 3 jobs and no recycle)."""
     worker = start_worker(
         concurrency=2,
         max_tasks_per_child=2,
         max_tasks_per_child_jitter=0,
-        microbatch_max_texts=32,
+        microbatch_max_texts=4,
         microbatch_wait_ms=20,
     )
     results = [worker.app.send_task(EMBED_TASK, args=[[text]]) for text in SENTENCES[:80]]
     for result in results:
         assert len(result.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) == 1
-    assert worker.log().count("child ready") > 2  # children really were replaced on the way
+    jobs_at_least, children_at_start, jobs_per_child = 80 // 4, 2, 2
+    replacements_at_least = jobs_at_least // jobs_per_child - children_at_start
+    wait_until(
+        lambda: worker.log().count("child ready") >= children_at_start + replacements_at_least,
+        30,
+        f"at least {replacements_at_least} replaced children",
+    )

@@ -14,12 +14,10 @@ from ruby_runner import RUBY_DIR, need, ruby
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def ruby_worker(start_worker):
-    """An inference worker, and a trainer on the same Redis for the training calls."""
-    worker = start_worker(concurrency=2)
-    start_worker(queues="training", concurrency=1, profile="trainer", trainer_threads=2, redis_url=worker.redis_url)
-    return worker
+@pytest.fixture
+def ruby_worker(inference_worker, trainer_worker):
+    """The session's inference worker, with the trainer on the same Redis for the training calls."""
+    return inference_worker
 
 
 def test_ruby_client_round_trip_through_a_real_worker(ruby_worker):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, redis_client
+from support.events import EventRecorder
+from support.waiting import wait_until
 
 from inference_tasks import store
 from inference_tasks.routing import (
@@ -54,17 +54,18 @@ def test_a_trained_head_is_stored_beats_zero_shot_and_reports_progress(stack):
     runs, beats zero-shot on the same held-out split, and inference children stay at 1 thread meanwhile."""
     inference, _ = stack
     texts, labels = dataset()
-    result = train(inference.app, "support", texts, labels)
-    seen, infos = set(), []
-    while not result.ready():
-        meta = result.backend.get_task_meta(result.id)  # one read: state and info may not match across two
-        if meta["status"] == "PROGRESS":
-            seen.add(meta["result"]["stage"])
-        if len(infos) < 4:
-            infos.append(inference.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S))
-        time.sleep(0.02)
-    outcome = result.get(timeout=RESULT_TIMEOUT_S)
-    assert "embedding" in seen
+    with EventRecorder(inference.app) as recorder:
+        result = train(inference.app, "support", texts, labels)
+        # Inference children answer (pinned) while the trainer is busy.
+        infos = [inference.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S) for _ in range(4)]
+        outcome = result.get(timeout=RESULT_TIMEOUT_S)
+        wait_until(lambda: recorder.of_type("task-succeeded", result.id), 30, "the training's task-succeeded event")
+    progress = recorder.of_type("task-progress", result.id)
+    stages = [event["stage"] for event in progress]
+    assert "embedding" in stages and "training" in stages, stages
+    embedding = [event for event in progress if event["stage"] == "embedding"]
+    assert [event["done"] for event in embedding] == sorted(event["done"] for event in embedding)
+    assert embedding[-1]["done"] == embedding[-1]["total"] == len(texts)
     assert all(info["torch_threads"] == 1 and info["thread_budget"] == 1 for info in infos)
     assert outcome["version"] == 1 and outcome["model"] == "all-MiniLM-L6-v2"
     metrics = outcome["metrics"]
@@ -135,13 +136,12 @@ def test_embed_corpus_writes_expiring_pages_that_match_embed(stack):
     inference, _ = stack
     redis = redis_client(inference.redis_url)
     texts = [f"Corpus sentence {i} about invoices, parcels and passwords." for i in range(1000)]
-    job = inference.app.send_task(EMBED_CORPUS_TASK, kwargs={"texts": texts, "page_size": 256})
-    progress = []
-    watcher = threading.Thread(target=lambda: [progress.append(job.state) or time.sleep(0.02) for _ in range(500)])
-    watcher.start()
-    outcome = job.get(timeout=RESULT_TIMEOUT_S)
-    watcher.join()
-    assert "PROGRESS" in progress
+    with EventRecorder(inference.app) as recorder:
+        job = inference.app.send_task(EMBED_CORPUS_TASK, kwargs={"texts": texts, "page_size": 256})
+        outcome = job.get(timeout=RESULT_TIMEOUT_S)
+        wait_until(lambda: recorder.of_type("task-succeeded", job.id), 30, "the corpus job's task-succeeded event")
+    done = [event["done"] for event in recorder.of_type("task-progress", job.id)]
+    assert done and done == sorted(done) and done[-1] == 1000, done
     assert (outcome["count"], outcome["pages"], outcome["dim"]) == (1000, 4, 384)
     records = [json.loads(redis.get(outcome["page_key"].format(page=n))) for n in range(4)]
     assert [(r["count"], r["encoding"]) for r in records] == [(256, "f32le-base64")] * 3 + [(232, "f32le-base64")]

@@ -46,8 +46,14 @@ def test_pinned_children_run_one_native_thread_each_and_stay_flat(inference_work
         assert info["torch_interop_threads"] == 1
         assert info["native_pools"], "threadpoolctl saw no native pool"
         assert {pool["num_threads"] for pool in info["native_pools"]} == {1}
-        assert info["os_threads"] <= 4, info["os_threads"]
-        assert info["parent"]["os_threads"] <= 4, info["parent"]
+        # What a pinned process may run: its main thread, one thread per native pool it loaded (each
+        # pinned to 1; OpenMP and BLAS run their single thread in the caller, so this is slack), and
+        # torch's inter-op thread. A library default (one per core) on any pool breaks the bound as
+        # soon as cores > 1 (the unpinned control below shows it).
+        allowed = 1 + len(info["native_pools"]) + info["torch_interop_threads"]
+        assert info["os_threads"] <= allowed, (info["os_threads"], allowed, info["native_pools"])
+        # The prefork main process: the same, plus the lease-renewal thread (leases.py).
+        assert info["parent"]["os_threads"] <= allowed + 1, (info["parent"], allowed)
     for pid, info in after.items():
         if pid in before:
             assert info["os_threads"] <= before[pid]["os_threads"]
@@ -89,8 +95,11 @@ def test_preloaded_children_share_the_models_pages(start_worker):
         assert info["uss_bytes"] < info["pss_bytes"] < info["rss_bytes"]
     private_preloaded = max(info["uss_bytes"] for info in preloaded)
     private_in_child = min(info["uss_bytes"] for info in loaded_alone)
-    # Measured here: ~62 MB private per in-child child, ~24 MB preloaded.
-    assert private_in_child - private_preloaded > 15 * 2**20, (private_in_child, private_preloaded)
+    # The mechanism: loading builds the model's Python objects, tokenizer tables and non-mapped tensors
+    # on the heap; a child that loads them holds them privately, a preloaded child shares the main
+    # process's copy. Preloading must save at least a quarter of a child's private memory
+    # (measured here: ~62 MB private per in-child child, ~24 MB preloaded, a 60 % saving).
+    assert private_preloaded < 0.75 * private_in_child, (private_in_child, private_preloaded)
     assert "model preloaded in the main process" in shipped.log()
     assert "child ready" in in_child.log()
 

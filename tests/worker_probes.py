@@ -8,6 +8,9 @@ import time
 
 import redis
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from inference_tasks.microbatch import CoalescedTask
 
 # Memory the leak probe keeps alive in its child, as a real leak would.
 _LEAKED: list[bytearray] = []
@@ -58,3 +61,40 @@ def result_when_redis_full(self, marker_key: str, size: int, timeout: float = 60
             raise RuntimeError("Redis never filled up")
         time.sleep(0.05)
     return {"attempt": attempt, "payload": "x" * size}
+
+
+@shared_task(name="tests.wait_for_gate", bind=True)
+def wait_for_gate(self, gate_key: str, timeout: float = 60.0) -> dict:
+    """Occupy this child until the test pushes onto `gate_key` (BLPOP): a busy child, by condition."""
+    client = redis.Redis.from_url(self.app.settings.redis_url, socket_timeout=timeout + 5)
+    opened = client.blpop([gate_key], timeout=timeout)
+    return {"pid": os.getpid(), "opened": opened is not None}
+
+
+@shared_task(name="tests.record", bind=True)
+def record(self, order_key: str, label: str) -> str:
+    """Append `label` to the list `order_key`: the order tasks ran in."""
+    redis.Redis.from_url(self.app.settings.redis_url).rpush(order_key, label)
+    return label
+
+
+@shared_task(name="tests.outlast_soft_limit", bind=True)
+def outlast_soft_limit(self, seconds: float) -> str:
+    """Ignore the soft time limit and keep going (only the hard limit can stop it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(0.05)
+        except SoftTimeLimitExceeded:
+            continue
+    return "finished"
+
+
+@shared_task(name="tests.coalesced_wait", bind=True, base=CoalescedTask)
+def coalesced_wait(self, texts: list, marker_key: str, gate_key: str, timeout: float = 60.0) -> dict:
+    """Micro-batched like embed (same base, same texts argument): the first attempt waits on `gate_key`,
+    later attempts (after a requeue) return at once. Lets a test hold a batch running in a child."""
+    attempt = _attempt(self.app, marker_key)
+    if attempt == 1:
+        redis.Redis.from_url(self.app.settings.redis_url, socket_timeout=timeout + 5).blpop([gate_key], timeout=timeout)
+    return {"pid": os.getpid(), "attempt": attempt, "texts": len(texts)}

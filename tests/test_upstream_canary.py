@@ -1,0 +1,119 @@
+"""Canary for upstream internals: a hash of the source of every Celery, kombu, billiard and pytest-celery
+function this project copies, overrides or leans on. A version bump that changes any of them fails here,
+naming the override to re-check (docs/upstream.md says how). Update a hash only after re-checking."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+from collections.abc import Callable
+
+# "module:qualified.name" -> (first 16 hex of the sha256 of its source, which of our overrides depends on it)
+PINNED: dict[str, tuple[str, str]] = {
+    "kombu.transport.redis:Channel._brpop_read": (
+        "c42518699709f2df",
+        "transport.Channel._brpop_read (a copy, plus screening)",
+    ),
+    "kombu.transport.redis:Channel._get": ("be26a9f1eb4cf8da", "transport.Channel._get (a copy, plus screening)"),
+    "kombu.transport.redis:Channel._create_client": (
+        "dae92bc4075dafb9",
+        "transport.Channel._create_client (one client per pool)",
+    ),
+    "kombu.transport.redis:QoS.append": ("35c655f6ecc62fe6", "transport.QoS.append (retries while Redis is full)"),
+    "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "transport.QoS.reject (a refused requeue stays unacked)"),
+    "kombu.transport.redis:QoS.restore_by_tag": ("58e161d81b6fe18d", "transport.QoS.reject (what a requeue writes)"),
+    "kombu.transport.redis:QoS.restore_visible": (
+        "d4a4a40a3eaf9f23",
+        "leases.py (the sweep that returns expired messages)",
+    ),
+    "kombu.transport.virtual.base:QoS.ack": ("0714292b916fecb2", "transport.QoS.reject (forgets a message locally)"),
+    "celery.concurrency.asynpool:AsynPool.flush": (
+        "a7671d710b578e35",
+        "pool.LastTaskAwareAsynPool.flush (keeps jobs in a pipe)",
+    ),
+    "celery.concurrency.asynpool:AsynPool.on_job_ready": (
+        "89e682c38efd28a1",
+        "pool.on_job_ready (no job to a leaving child)",
+    ),
+    "celery.concurrency.asynpool:AsynPool._join_exited_workers": (
+        "c9b857c8a7980f66",
+        "pool._join_exited_workers (exit count)",
+    ),
+    "celery.concurrency.asynpool:AsynPool.register_with_event_loop": (
+        "d4b2530818da7355",
+        "pool.register_with_event_loop",
+    ),
+    "billiard.pool:Pool.terminate_job": ("253a1e66a42f9317", "pool.terminate_job (TERM becomes SIGKILL)"),
+    "billiard.pool:Pool.maintain_pool": ("3b0ca04517609293", "pool._replace_when_gone (reaps a leaving child)"),
+    "billiard.pool:Worker.workloop": ("ce4a856cce2b9e10", "recycling.set_this_childs_task_limit (reads self.maxtasks)"),
+    "billiard.pool:Worker.after_fork": (
+        "2210e993814bfebb",
+        "recycling.set_this_childs_task_limit (runs worker_process_init)",
+    ),
+    "celery.worker.strategy:default": ("7d90575ada5eb1dc", "microbatch.strategy (wraps Celery's default strategy)"),
+    "celery.app.trace:build_tracer": (
+        "b2945aec38e1872e",
+        "batch_job.run_batch and result_backend (Reject out of mark_as_done)",
+    ),
+    "celery.worker.request:Request.on_failure": (
+        "21736ec661cd60d7",
+        "result_backend (Reject with requeue is requeued)",
+    ),
+    "celery.worker.request:Request.terminate": ("5ee69325b498e311", "pool.terminate_job, microbatch (batched revoke)"),
+    "celery.backends.base:Backend.store_result": ("2e526cc38f605e82", "result_backend.ResultBackend.store_result"),
+    "celery.backends.base:BaseKeyValueStoreBackend._store_result": (
+        "c0214af4c66e2999",
+        "result_backend (what a store writes)",
+    ),
+    "celery.backends.redis:RedisBackend._set": (
+        "93cac55f65fd7b4a",
+        "result_backend (lifetime, the write that can be refused)",
+    ),
+    "pytest_celery.api.base:CeleryTestNode": ("4304263deaa8883f", "tests/support/celery_nodes.py (what a node reads)"),
+    "pytest_celery.api.worker:CeleryTestWorker": ("c9cf1a8271146d2d", "tests/support/celery_nodes.py (worker node)"),
+    "pytest_celery.api.setup:CeleryTestSetup.ready": ("769d164bdb52008e", "tests/support/celery_nodes.py (readiness)"),
+}
+
+
+def resolve(target: str) -> object:
+    module_name, qualified = target.split(":")
+    obj: object = importlib.import_module(module_name)
+    for part in qualified.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def fingerprint(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+def drifted(pins: dict[str, tuple[str, str]], source_of: Callable[[str], str]) -> list[str]:
+    """One line per pinned function whose source no longer hashes to its pin, naming our override."""
+    return [
+        f"{target} changed (pinned {pin}, now {fingerprint(source_of(target))}): re-check {override}"
+        for target, (pin, override) in pins.items()
+        if fingerprint(source_of(target)) != pin
+    ]
+
+
+def upstream_source(target: str) -> str:
+    return inspect.getsource(resolve(target))  # type: ignore[arg-type]
+
+
+def test_no_upstream_function_we_lean_on_has_changed():
+    """Every pinned upstream source hashes as recorded (celery 5.7.0, kombu 5.7.0, billiard 4.3.2,
+    pytest-celery 1.3.0, as constraints.txt pins them)."""
+    assert drifted(PINNED, upstream_source) == []
+
+
+def test_the_canary_names_the_override_when_an_upstream_source_changes():
+    """Fed a changed source, the check fails and says which of our overrides to re-check."""
+    target = "kombu.transport.redis:QoS.append"
+
+    def changed(name: str) -> str:
+        source = upstream_source(name)
+        return source + "\n# a patch release touched this\n" if name == target else source
+
+    [line] = drifted(PINNED, changed)
+    assert line.startswith(f"{target} changed") and "transport.QoS.append" in line
