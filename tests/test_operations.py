@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO_ROOT, clean_env, producer_app, redis_client, start_redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from inference_tasks import producer
 from inference_tasks.localstack import free_port
 from inference_tasks.routing import EMBED_TASK
 
@@ -113,11 +114,11 @@ def scrape(port: int) -> dict[tuple[str, tuple], float]:
 def test_metrics_count_what_waits_per_queue_and_priority_with_no_worker(fresh_redis_url):
     """7 tasks at the default priority and 3 at priority 5, nobody consuming: the exporter says so."""
     url = fresh_redis_url()
-    producer = producer_app(url)
+    app = producer_app(url)
     for _ in range(7):
-        producer.send_task(EMBED_TASK, args=[["waiting"]])
+        app.send_task(EMBED_TASK, args=[["waiting"]])
     for _ in range(3):
-        producer.send_task(EMBED_TASK, args=[["waiting, urgent"]], priority=5)
+        app.send_task(EMBED_TASK, args=[["waiting, urgent"]], priority=5)
     with exporter(url) as port:
         metrics = scrape(port)
     assert metrics[("inference_redis_up", ())] == 1
@@ -126,6 +127,22 @@ def test_metrics_count_what_waits_per_queue_and_priority_with_no_worker(fresh_re
     assert metrics[("inference_queue_depth_total", (("queue", "inference"),))] == 10
     assert metrics[("inference_queue_depth_total", (("queue", "training"),))] == 0
     assert metrics[("inference_workers", ())] == 0
+    memory = redis_client(url).info("memory")
+    # Redis' own figures (the session's redis-server runs without a maxmemory: 0).
+    assert metrics[("inference_redis_maxmemory_bytes", ())] == memory["maxmemory"] == 0
+    assert 0.5 < metrics[("inference_redis_used_memory_bytes", ())] / memory["used_memory"] < 2
+
+
+def test_a_producer_waits_for_room_and_gives_up_with_queue_full(fresh_redis_url):
+    """producer.wait_for_room returns the depth once the queue holds fewer than the limit; with the queue
+    full it raises QueueFull after its timeout (the bulk CLI waits like this before each batch)."""
+    url = fresh_redis_url()
+    app = producer_app(url)
+    for priority in (0, 3, 9):
+        app.send_task(EMBED_TASK, args=[["waiting"]], priority=priority)
+    assert producer.wait_for_room(app, "inference", 4, timeout=0) == 3
+    with pytest.raises(producer.QueueFull, match="holds 3 waiting messages, at or over max_queue_depth=3"):
+        producer.wait_for_room(app, "inference", 3, timeout=0.3)
 
 
 def test_metrics_show_each_childs_threads_and_the_hosts_budget(shipped):

@@ -155,6 +155,6 @@ def test_bad_input_fails_alone_with_a_readable_message(inference_worker, task, a
 
 def test_too_many_positional_arguments_fail_alone(inference_worker):
     """An argument list longer than the signature (a producer bug) fails alone, readably."""
-    failed = failure_of(inference_worker, EMBED_TASK, ["a"], True, "extra")
+    failed = failure_of(inference_worker, EMBED_TASK, ["a"], True, "json", "extra")
     assert "positional argument" in str(failed.result)
     assert run(inference_worker, EMBED_TASK, ["still serving"])["dim"] == 384

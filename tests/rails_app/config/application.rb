@@ -1,0 +1,22 @@
+# frozen_string_literal: true
+
+# A minimal Rails app around deploy/rails, for tests/test_rails_app.py. Its root IS deploy/rails, so
+# the files shipped there (app/models, app/jobs, config/initializers, lib) load exactly as they would
+# in a real app; only what every Rails app has of its own (this file, ApplicationRecord, the schema)
+# lives here. Debian's Rails 6.1 packages, offline; SQLite from DATABASE_URL.
+require "logger"
+require "rails"
+require "active_record/railtie"
+require "sidekiq"
+
+module InferenceTasksTestApp
+  class Application < Rails::Application
+    config.root = File.expand_path("../../../deploy/rails", __dir__)
+    config.load_defaults 6.1
+    config.eager_load = false
+    config.secret_key_base = "test-only"
+    config.logger = Logger.new(ENV.fetch("RAILS_LOG", $stdout))
+    config.log_level = :info
+    config.autoload_paths << File.expand_path("../app/models", __dir__)
+  end
+end
