@@ -23,7 +23,9 @@ from inference_tasks.routing import (
 
 APP_NAME = "inference_tasks"
 RESULT_BACKEND_CLASS = "inference_tasks.result_backend:ResultBackend"
-TASK_MODULES = ["inference_tasks.tasks", "inference_tasks.training"]
+# Imported by Celery's worker only (its loader imports `include` before sending worker_init): the
+# worker lifecycle hooks first, then the task modules. Producers, Flower and the CLI import none.
+TASK_MODULES = ["inference_tasks.signals", "inference_tasks.tasks", "inference_tasks.training"]
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
 
@@ -127,6 +129,13 @@ class InferenceApp(Celery):
         if self._settings is None:
             self._settings = load_settings()
         return self._settings
+
+
+def is_inference_app(app: Any) -> bool:
+    """Whether `app` (a Celery app, or the current_app proxy) is this package's app: the worker hooks
+    (signals.py) act only for it, Celery's signals being process-wide."""
+    current = getattr(app, "_get_current_object", None)
+    return isinstance(current() if current else app, InferenceApp)
 
 
 def create_app(settings: Settings | None = None) -> InferenceApp:

@@ -1,4 +1,9 @@
-"""Every worker lifecycle hook, and nothing else; tasks only read what these hooks set up."""
+"""Every worker lifecycle hook, and nothing else; tasks only read what these hooks set up.
+
+Imported only by this project's worker (the app's `include`, before worker_init), never by
+producers. Celery signals are process-wide: each hook acts only for this package's app, so a
+process that also runs another Celery app is left alone.
+"""
 
 from __future__ import annotations
 
@@ -34,9 +39,11 @@ from inference_tasks import (
     thread_budget,
     threads,
 )
+from inference_tasks.app import is_inference_app as ours
 from inference_tasks.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED
 
 logger = logging.getLogger(__name__)
+
 
 PROFILE_INFERENCE = "inference"
 PROFILE_TRAINER = "trainer"
@@ -55,6 +62,8 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     worker_proc_alive_timeout; no forward pass runs in this process, because libgomp
     deadlocks a child forked after a parallel region.
     """
+    if not ours(sender.app):
+        return
     settings = sender.app.settings
     prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
     HOLDER.profile = settings.profile
@@ -103,6 +112,8 @@ def preload_model(settings: Any) -> None:
 def log_profile(sender: Any, **_: Any) -> None:
     """Say once which profile runs, its thread budget and where the model loads (logging is not set
     up yet at worker_init)."""
+    if not ours(sender.app):
+        return
     logger.info(
         "profile %s, native threads per process: %s, heavy imports in the main process: %.1f s",
         HOLDER.profile,
@@ -122,6 +133,8 @@ def log_profile(sender: Any, **_: Any) -> None:
 @worker_process_init.connect
 def pin_threads_and_load_model(**_: Any) -> None:
     """In each process that runs tasks (prefork child, or the solo worker): pin, load, warm up."""
+    if not ours(current_app):
+        return
     settings = current_app.settings  # type: ignore[attr-defined]
     if HOLDER.main_pid not in (None, os.getpid()):
         HOLDER.pool_slot = pool.this_childs_slot()
@@ -158,6 +171,8 @@ def record_device() -> None:
 @worker_process_init.connect
 def stagger_recycling(**_: Any) -> None:
     """Give this prefork child its own task limit (recycling.py), so children recycle apart."""
+    if not ours(current_app):
+        return
     settings = current_app.settings  # type: ignore[attr-defined]
     if HOLDER.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
         return
@@ -196,7 +211,7 @@ def ignore_term_in_children(**_: Any) -> None:
     worker at once; Celery resets children to die on TERM, killing their running task. The parent
     stops idle children itself; hard time limits and cold shutdown escalate to SIGKILL.
     """
-    if HOLDER.main_pid not in (None, os.getpid()):  # a prefork child, not the solo main process
+    if ours(current_app) and HOLDER.main_pid not in (None, os.getpid()):  # a prefork child, not a solo worker
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
@@ -212,7 +227,7 @@ def end_an_exiting_child_promptly(exitcode: int | None = None, **_: Any) -> None
     the parent's TERM, as Celery expects while it collects the last results. Either way it exits
     with the code it was leaving with, so the parent sees a recycle, not a crash.
     """
-    if HOLDER.main_pid in (None, os.getpid()):
+    if HOLDER.main_pid in (None, os.getpid()) or not ours(current_app):
         return
     code = exitcode if isinstance(exitcode, int) else 0
     if HOLDER.task_limit is not None and HOLDER.jobs_done >= HOLDER.task_limit:
@@ -226,6 +241,8 @@ def remember_failure(
     sender: Any = None, task_id: str | None = None, exception: BaseException | None = None, **_: Any
 ) -> None:
     """Keep a line per failed task where `inference-tasks status` shows it (results expire, logs stay on their host)."""
+    if sender is None or not ours(sender.app):
+        return
     try:
         client = store.broker_redis(sender.app.settings)
         error = f"{type(exception).__name__}: {exception}"
@@ -261,15 +278,17 @@ def job_ends() -> None:
 
 
 @task_prerun.connect
-def start_a_job(**_: Any) -> None:
+def start_a_job(sender: Any = None, **_: Any) -> None:
     """A task that is a pool job of its own (not part of a micro-batch) starts one."""
-    if not HOLDER.in_batch:
+    if not HOLDER.in_batch and sender is not None and ours(sender.app):
         job_starts()
 
 
 @task_postrun.connect
-def count_served(**_: Any) -> None:
+def count_served(sender: Any = None, **_: Any) -> None:
     """Count tasks run by this process, for worker_info; end the job of a task run on its own."""
+    if sender is None or not ours(sender.app):
+        return
     HOLDER.tasks_served += 1
     if not HOLDER.in_batch:
         job_ends()

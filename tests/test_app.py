@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import ssl
 import subprocess
+import sys
 
 import pytest
-from conftest import TlsFiles, start_redis
+from celery import Celery
+from conftest import REPO_ROOT, TlsFiles, clean_env, start_redis
 
-from inference_tasks.app import celery_conf, create_app
+from inference_tasks.app import TASK_MODULES, celery_conf, create_app, is_inference_app
 from inference_tasks.config import Settings
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK, queue_keys
 
@@ -105,3 +108,48 @@ def test_worker_serves_through_a_password_protected_tls_redis(start_worker, tls_
     assert PASSWORD not in str(info)
     assert PASSWORD not in worker.log()
     assert "rediss://" in worker.log()
+
+
+PRODUCER_SIDE = """
+import json, sys
+import inference_tasks
+from celery import signals
+app = inference_tasks.app
+result = app.send_task("inference.embed", args=[["a producer's text"]])
+hooks = ["worker_init", "worker_ready", "worker_process_init", "worker_process_shutdown",
+         "task_prerun", "task_postrun", "task_failure", "task_success"]
+print(json.dumps({
+    "receivers": {name: len(getattr(signals, name).receivers) for name in hooks},
+    "worker_modules": sorted(m for m in sys.modules if m in (
+        "inference_tasks.signals", "inference_tasks.pool", "inference_tasks.control", "inference_tasks.tasks",
+        "inference_tasks.thread_budget", "torch")),
+    "sent": result.id is not None,
+}))
+"""
+
+
+def test_a_producer_imports_no_worker_hook_and_allocates_nothing(redis_server):
+    """Importing inference_tasks and sending a task (as a producer, Flower or the CLI does) connects no
+    Celery signal receiver and imports none of the worker's modules (hooks, the pool's shared memory,
+    the remote-control command, the task bodies, torch)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PRODUCER_SIDE],
+        cwd=REPO_ROOT,
+        env=clean_env(REDIS_URL=redis_server.url(0)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["sent"] is True
+    assert set(report["receivers"].values()) == {0}, report["receivers"]
+    assert report["worker_modules"] == []
+
+
+def test_the_worker_imports_its_hooks_first_and_they_act_only_for_this_app():
+    """The worker's loader imports `include` before sending worker_init: signals.py comes first; its hooks
+    skip any other Celery app in the same process."""
+    assert TASK_MODULES[0] == "inference_tasks.signals"
+    assert is_inference_app(create_app(Settings(redis_url="redis://127.0.0.1:1/0")))
+    assert not is_inference_app(Celery("someone-else"))
