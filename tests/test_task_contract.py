@@ -7,7 +7,7 @@ import json
 import uuid
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, redis_client
 
 from inference_tasks.routing import (
     CLASSIFY_TASK,
@@ -38,8 +38,8 @@ def test_celery_setup_runs_over_our_own_redis_and_workers(celery_setup):
 
 def test_every_public_task_answers_on_its_queue(celery_setup):
     """embed, classify and worker_info on the inference worker; train_classifier, embed_corpus and
-    worker_info on the trainer: each result has its documented shape, and the worker that ran it
-    logged its success."""
+    worker_info on the trainer: each result has its documented shape, the worker that ran it logged
+    its success, and its result key lives an hour at most (inference) or a day (training)."""
     app = celery_setup.app
     inference, trainer = celery_setup.worker_cluster
     texts = [row["text"] for row in TICKETS[:40]]
@@ -62,3 +62,8 @@ def test_every_public_task_answers_on_its_queue(celery_setup):
     assert (values[EMBED_CORPUS_TASK]["count"], values[EMBED_CORPUS_TASK]["pages"]) == (10, 3)
     for name, (node, result) in sent.items():
         node.assert_log_exists(f"Task {name.split()[-1]}[{result.id}] succeeded", timeout=30)
+    # Lifetimes: inference results an hour at most, training results a day (result_backend.py).
+    redis = redis_client(app.conf.broker_url)
+    ttl = {name: redis.ttl(f"celery-task-meta-{result.id}") for name, (_, result) in sent.items()}
+    assert all(0 < ttl[name] <= 3600 for name in (EMBED_TASK, CLASSIFY_TASK, WORKER_INFO_TASK)), ttl
+    assert all(3600 < ttl[name] <= 86400 for name in (TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK)), ttl
