@@ -14,7 +14,7 @@ overridden, `store_result`, is Celery's public backend API (every state change g
   results of training tasks, small and read by people, after INFERENCE_TRAINING_RESULT_EXPIRES_S.
 - **A full Redis loses no task.** Redis at maxmemory with `noeviction` refuses the write. A final
   state is retried for INFERENCE_RESULT_WRITE_PATIENCE_S (clients reading and deleting their
-  results free memory); then, in the child running the task, the task is given back to its queue
+  results free memory) by the child running the task, which then gives it back to its queue
   (Celery's Reject with requeue) instead of being acked without a result. Intermediate states
   (STARTED, PROGRESS) are advisory: one that cannot be written is logged and skipped.
 """
@@ -60,7 +60,10 @@ class ResultBackend(RedisBackend):
         settings = self.app.settings
         spec = replies.requested_reply(request)
         replied = False
-        deadline = time.monotonic() + settings.result_write_patience_s
+        # Only the child running the task waits for room: the worker's main process (recording a
+        # revoke or a time limit) must never block its event loop, and has no task to hand back.
+        in_the_task = self._running(task_id)
+        deadline = time.monotonic() + (settings.result_write_patience_s if in_the_task else 0)
         pause = FIRST_PAUSE_S
         while True:
             try:
@@ -76,26 +79,25 @@ class ResultBackend(RedisBackend):
                 if not is_out_of_memory(error):
                     raise
                 if time.monotonic() >= deadline:
-                    self._give_up(task_id, state, error)
+                    if in_the_task:
+                        self._give_back(task_id, state, error)
                     raise
                 logger.warning("Redis is full: retrying to store %s of task %s", state, task_id)
                 time.sleep(pause)
                 pause = min(pause * 2, LONGEST_PAUSE_S)
+
+    def _running(self, task_id: str) -> bool:
+        """Whether this process is the one running `task_id` (a prefork child, or a solo worker)."""
+        task = self.app.current_worker_task
+        return task is not None and getattr(task.request, "id", None) == task_id
 
     def _extend_lifetime(self, task_id: str, request: Any) -> None:
         """Training results keep their longer lifetime (one EXPIRE, for those tasks only)."""
         if getattr(request, "task", None) in LONG_LIVED_RESULT_TASKS:
             self.client.expire(self.get_key_for_task(task_id), self.app.settings.training_result_expires_s)
 
-    def _give_up(self, task_id: str, state: str, error: BaseException) -> None:
-        """In the child running `task_id`: hand the task back to its queue (raises Reject).
-
-        Elsewhere (the worker's main process recording a revoke or a time limit) the error is
-        raised as it is: there is no task body to run again.
-        """
-        task = self.app.current_worker_task
-        if task is None or getattr(task.request, "id", None) != task_id:
-            return
+    def _give_back(self, task_id: str, state: str, error: BaseException) -> None:
+        """Hand the task back to its queue instead of acking it without a result (raises Reject)."""
         logger.error(
             "Redis stayed full for %.0f s: could not store %s of task %s; returning it to its queue (%s)",
             self.app.settings.result_write_patience_s,
