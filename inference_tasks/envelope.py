@@ -39,6 +39,9 @@ class Screening:
     problem: str | None
     task_id: str | None = None
     task_name: str | None = None
+    # The message's sidekiq_reply request when it is itself valid: a refused message still gets
+    # its FAILURE reply job, so no caller waits forever for one.
+    reply: dict[str, Any] | None = None
 
     @property
     def accepted(self) -> bool:
@@ -64,7 +67,7 @@ def _screen(raw: bytes, max_bytes: int) -> Screening:
         if len(raw) > max_bytes * OVERSIZE_PARSE_FACTOR:
             return Screening(None, problem)
         found = _screen(raw, len(raw))
-        return Screening(None, problem, found.task_id, found.task_name)
+        return Screening(None, problem, found.task_id, found.task_name, found.reply)
     try:
         envelope = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -78,9 +81,10 @@ def _screen(raw: bytes, max_bytes: int) -> Screening:
         return Screening(None, "message has no headers object (Celery protocol v2 needs headers.id and headers.task)")
     task_id = headers.get("id") if _is_text(headers.get("id")) else None
     task_name = headers.get("task") if _is_text(headers.get("task")) else None
+    reply = requested_reply(headers)
 
     def refuse(problem: str) -> Screening:
-        return Screening(None, problem, task_id, task_name)
+        return Screening(None, problem, task_id, task_name, reply)
 
     if task_id is None:
         return refuse("headers.id must be a non-empty string (the task id)")
@@ -96,7 +100,13 @@ def _screen(raw: bytes, max_bytes: int) -> Screening:
     problem = _body_problem(body)
     if problem:
         return refuse(problem)
-    return Screening(envelope, None, task_id, task_name)
+    return Screening(envelope, None, task_id, task_name, reply)
+
+
+def requested_reply(headers: dict[str, Any]) -> dict[str, Any] | None:
+    """The headers' sidekiq_reply spec if it can be honoured, else None."""
+    spec = headers.get(SIDEKIQ_REPLY_HEADER)
+    return spec if spec is not None and reply_spec_problem(spec) is None else None
 
 
 def _envelope_problem(envelope: dict[str, Any]) -> str | None:

@@ -172,7 +172,7 @@ class Channel(kombu_redis.Channel):
                     f"the worker stopped during every attempt; dead-lettered after "
                     f"INFERENCE_MAX_REDELIVERIES={self.max_redeliveries}"
                 )
-                refused = Screening(None, problem, screening.task_id, screening.task_name)
+                refused = Screening(None, problem, screening.task_id, screening.task_name, screening.reply)
                 self._refuse(item, queue, refused, TooManyRedeliveries(f"{screening.task_name}: {problem}"))
                 return None
         return envelope
@@ -211,17 +211,20 @@ class Channel(kombu_redis.Channel):
         except Exception:
             logger.exception("could not dead-letter the refused message")
         if screening.task_id:
-            _fail_result(screening.task_id, error)
+            _fail_result(screening, error)
 
 
-def _fail_result(task_id: str, error: Exception) -> None:
-    """Store FAILURE for `task_id` through the worker's own result backend."""
+def _fail_result(screening: Screening, error: Exception) -> None:
+    """Store FAILURE for the refused task through the worker's own result backend, which also pushes
+    the reply job the message asked for (result_backend.py)."""
     from celery import current_app
+    from celery.app.task import Context
 
+    request = Context(id=screening.task_id, task=screening.task_name, sidekiq_reply=screening.reply)
     try:
-        current_app.backend.mark_as_failure(task_id, error)
+        current_app.backend.mark_as_failure(screening.task_id, error, request=request)
     except Exception:
-        logger.exception("could not store the FAILURE result of refused task %s", task_id)
+        logger.exception("could not store the FAILURE result of refused task %s", screening.task_id)
 
 
 class Transport(kombu_redis.Transport):

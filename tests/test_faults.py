@@ -203,6 +203,23 @@ def test_malformed_messages_are_dead_lettered_and_valid_neighbours_complete(faul
     report("malformed producers", malformed=len(MALFORMED), valid_sent=len(valid), completed=states["SUCCESS"], lost=0)
 
 
+def test_a_refused_message_that_asked_for_a_reply_still_gets_its_failure_reply(fault_worker):
+    """A message refused by screening (a bad eta) whose sidekiq_reply request is itself valid: its FAILURE
+    reply job is pushed anyway, naming the reason, so a Rails app waiting for the reply never waits forever."""
+    redis = redis_client(fault_worker.redis_url)
+    queue = f"replies-{uuid.uuid4().hex[:8]}"
+    message = mutate(_set("headers.eta", "tomorrow"))
+    message["headers"]["sidekiq_reply"] = {"class": "EmbeddingReadyJob", "queue": queue, "context": {"record_id": 7}}
+    redis.lpush("inference", encode(message))
+    job = json.loads(wait_until(lambda: redis.lindex(f"queue:{queue}", 0), RESULT_TIMEOUT_S, "the reply job"))
+    [outcome] = job["args"]
+    assert job["class"] == "EmbeddingReadyJob" and redis.sismember("queues", queue)
+    assert (outcome["task_id"], outcome["task"]) == (message["headers"]["id"], EMBED_TASK)
+    assert outcome["state"] == "FAILURE" and outcome["result"] is None
+    assert outcome["error"]["type"] == "MalformedMessage" and "headers.eta must be" in outcome["error"]["message"]
+    assert outcome["context"] == {"record_id": 7}
+
+
 def test_a_poison_task_is_retried_a_bounded_number_of_times_then_failed(fault_worker):
     """A task that kills its child every time runs max_redeliveries + 1 times, then is FAILURE with the
     reason and dead-lettered; 50 valid tasks sent alongside all succeed."""
