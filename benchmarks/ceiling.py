@@ -14,13 +14,13 @@ _model = None
 def start(model_name: str, pinned_threads: int) -> None:
     """Pool initializer: pin every native pool, then load and warm up the model."""
     global _model
-    from inference_tasks import threads
+    from inference_tasks.worker import threads
 
     threads.set_thread_env(os.environ, pinned_threads)
     threads.set_offline_env(os.environ)
     import torch  # noqa: F401
 
-    from inference_tasks.models import ModelHolder
+    from inference_tasks.worker.models import ModelHolder
 
     threads.limit_loaded_pools(pinned_threads)
     holder = ModelHolder()

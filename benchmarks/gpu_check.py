@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import make_batches
-from inference_tasks import localstack
-from inference_tasks.control import COMMAND
 from inference_tasks.routing import EMBED_TASK
+from inference_tasks.worker.control import COMMAND
+from tests.support import localstack
 
 RESULT_TIMEOUT_S = 300
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from inference_tasks import threads
+from inference_tasks.worker import threads
 
 _threads = os.environ.get("BENCH_THREADS")
 if _threads:
@@ -25,7 +25,7 @@ from fastapi import FastAPI  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from inference_tasks.config import DEFAULT_MODEL  # noqa: E402
-from inference_tasks.models import ModelHolder  # noqa: E402
+from inference_tasks.worker.models import ModelHolder  # noqa: E402
 
 if _threads:
     threads.limit_loaded_pools(int(_threads))

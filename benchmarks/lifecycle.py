@@ -31,9 +31,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import make_batches, run_threads, stop_cleanly_on_term
-from inference_tasks import localstack
 from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK
+from tests.support import localstack
 
 RESULT_TIMEOUT_S = 600
 LINE = re.compile(r"^\[(?P<ts>[\d-]+ [\d:,]+): \w+/(?P<proc>ForkPoolWorker-\d+)\] (?P<msg>.*)$")

@@ -46,10 +46,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import ceiling
-from inference_tasks import localstack
 from inference_tasks.config import DEFAULT_MODEL
 from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK
+from tests.support import localstack
 
 RESULT_TIMEOUT_S = 600
 SERVICE_START_TIMEOUT_S = 180

@@ -40,10 +40,11 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import make_batches, stop_cleanly_on_term
-from inference_tasks import localstack, producer
+from inference_tasks import producer
+from inference_tasks.broker.queue_state import queue_depth, redis_memory
 from inference_tasks.cores import available_cores
-from inference_tasks.queue_state import queue_depth, redis_memory
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
+from tests.support import localstack
 
 HERE = Path(__file__).resolve().parent
 RUBY_PRODUCER = HERE / "soak_producer.rb"

@@ -12,13 +12,16 @@ import argparse
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from inference_tasks import localstack
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/support: the local stack
+
 from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_CORPUS_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, WORKER_INFO_TASK
+from tests.support import localstack
 
 RESULT_TIMEOUT_S = 600
 SENTENCES = [

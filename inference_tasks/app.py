@@ -9,11 +9,10 @@ from urllib.parse import urlsplit
 from celery import Celery
 from kombu import Exchange, Queue
 
+from inference_tasks.broker.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
-from inference_tasks.leases import LeaseRenewal
-from inference_tasks.microbatch import StopBatchingOnConsumerStop
-from inference_tasks.monitoring import guard_flower
+from inference_tasks.ops.flower_guard import guard_flower
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
     PRIORITY_SEPARATOR,
@@ -22,10 +21,15 @@ from inference_tasks.routing import (
 )
 
 APP_NAME = "inference_tasks"
-RESULT_BACKEND_CLASS = "inference_tasks.result_backend:ResultBackend"
+RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:ResultBackend"
 # Imported by Celery's worker only (its loader imports `include` before sending worker_init): the
 # worker lifecycle hooks first, then the task modules. Producers, Flower and the CLI import none.
-TASK_MODULES = ["inference_tasks.signals", "inference_tasks.tasks", "inference_tasks.training"]
+TASK_MODULES = ["inference_tasks.worker.signals", "inference_tasks.tasks", "inference_tasks.ml.training"]
+# Worker consumer bootsteps: lease renewal for the messages held, and the micro-batcher's shutdown.
+CONSUMER_STEPS = (
+    "inference_tasks.broker.leases:LeaseRenewal",
+    "inference_tasks.batching.microbatch:StopBatchingOnConsumerStop",
+)
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
 
@@ -38,7 +42,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         "result_backend": f"{RESULT_BACKEND_CLASS}+{settings.redis_url}",
         # kombu's Redis transport plus screening of every raw message (envelope.py) and a bound
         # on redeliveries; the URL keeps its redis:// or rediss:// scheme.
-        "broker_transport": "inference_tasks.transport:Transport",
+        "broker_transport": "inference_tasks.broker.transport:Transport",
         "broker_transport_options": {
             # An unacked message whose lease is older than this goes back to its queue; workers
             # renew the leases of what they hold (leases.py), and every worker sweeps for
@@ -48,6 +52,10 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
             "unacked_restore_throttle": 1,
             # A worker killed while sweeping would otherwise block all sweeps for 5 minutes.
             "unacked_mutex_expire": settings.visibility_timeout_s,
+            # kombu's own key names, stated so broker/keys.py is the one list of what we use.
+            "unacked_key": UNACKED_KEY,
+            "unacked_index_key": UNACKED_INDEX_KEY,
+            "unacked_mutex_key": UNACKED_MUTEX_KEY,
             "max_message_bytes": settings.max_message_bytes,
             "max_redeliveries": settings.max_redeliveries,
             "dead_letter_max": settings.dead_letter_max,
@@ -80,7 +88,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         # Celery's prefork pool, except that it never writes a job to a child about to be
         # recycled (pool.py); `--pool prefork` on the command line selects it too.
-        "worker_pool": "inference_tasks.pool:TaskPool",
+        "worker_pool": "inference_tasks.worker.pool:TaskPool",
         "worker_concurrency": settings.concurrency,
         # Each child then draws its own limit at or below this one (recycling.py); 0 = never.
         "worker_max_tasks_per_child": settings.max_tasks_per_child or None,
@@ -120,8 +128,10 @@ class InferenceApp(Celery):
         super().__init__(APP_NAME, include=TASK_MODULES)
         # A callable default is evaluated on first use of app.conf, not at import time.
         self.add_defaults(lambda: celery_conf(self.settings))
-        self.steps["consumer"].add(LeaseRenewal)
-        self.steps["consumer"].add(StopBatchingOnConsumerStop)
+        # Named, not imported: Celery's blueprint imports a step when a worker starts, so a producer
+        # that imports this app never loads worker code.
+        for step in CONSUMER_STEPS:
+            self.steps["consumer"].add(step)
         guard_flower(self)
 
     @property

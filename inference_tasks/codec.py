@@ -11,11 +11,15 @@ codec to use.
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from kombu.serialization import register
 from kombu.utils import json as kombu_json
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RESULT_SERIALIZER = "inference-json"
 RESULT_CONTENT_TYPE = "application/x-inference-json"
@@ -43,3 +47,20 @@ def loads(payload: bytes | str) -> Any:
 def register_result_codec() -> None:
     """Make the codec known to kombu (idempotent); every app of this package calls it."""
     register(RESULT_SERIALIZER, dumps, loads, content_type=RESULT_CONTENT_TYPE, content_encoding="binary")
+
+
+# Embeddings as `encoding: "f32-base64"` (embed results, corpus pages, head weights). numpy is
+# imported on use: producers import this module through the app and most never decode vectors.
+def encode_vectors(array: np.ndarray) -> str:
+    """Little-endian float32, base64: Ruby reads it with Base64.decode64(s).unpack("e*")."""
+    import numpy as np
+
+    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode()
+
+
+def decode_vectors(text: str, dim: int | None = None) -> np.ndarray:
+    """The inverse of encode_vectors; with `dim`, one row per vector."""
+    import numpy as np
+
+    flat = np.frombuffer(base64.b64decode(text), dtype="<f4").copy()
+    return flat if dim is None else flat.reshape(-1, dim)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
 from inference_tasks import devices
@@ -250,49 +252,26 @@ class Settings:
         return cls(**values)  # type: ignore[arg-type]
 
 
-_ENV_FIELDS: dict[str, type] = {
-    "redis_tls_ca_file": str,
-    "redis_tls_cert_reqs": str,
-    "model": str,
-    "device": str,
-    "children_per_gpu": int,
-    "encode_batch_size_cpu": int,
-    "encode_batch_size_cuda": int,
-    "cuda_dtype": str,
-    "profile": str,
-    "concurrency": int,
-    "trainer_threads": int,
-    "pin_threads": bool,
-    "preload_model": bool,
-    "adaptive_threads": bool,
-    "max_tasks_per_child": int,
-    "max_tasks_per_child_jitter": float,
-    "max_memory_per_child_mb": int,
-    "max_batch_texts": int,
-    "microbatch_max_texts": int,
-    "microbatch_wait_ms": float,
-    "max_text_chars": int,
-    "max_labels": int,
-    "max_label_chars": int,
-    "result_expires_s": int,
-    "training_result_expires_s": int,
-    "result_write_patience_s": float,
-    "proc_alive_timeout_s": float,
-    "soft_time_limit_s": int,
-    "time_limit_s": int,
-    "visibility_timeout_s": int,
-    "lease_renew_interval_s": float,
-    "max_message_bytes": int,
-    "max_redeliveries": int,
-    "dead_letter_max": int,
-    "dead_letter_ttl_s": int,
-    "max_train_texts": int,
-    "min_examples_per_label": int,
-    "max_corpus_texts": int,
-    "corpus_expires_s": int,
-    "flower_basic_auth": str,
-    "sidekiq_redis_url": str,
-}
+def _env_kinds() -> dict[str, type]:
+    """Each setting read from INFERENCE_<FIELD NAME>, with the type its text is parsed as.
+
+    Derived from the Settings fields, so a new setting is one field (plus its DEFAULT_ constant
+    and a line in docs/configuration.md, which tests/test_config.py checks). REDIS_URL keeps its
+    conventional unprefixed name.
+    """
+    hints = typing.get_type_hints(Settings)
+    kinds: dict[str, type] = {}
+    for item in fields(Settings):
+        if item.name == "redis_url":
+            continue
+        kind = hints[item.name]
+        if isinstance(kind, types.UnionType):  # `str | None`: parse the text as the non-None part
+            kind = next(arg for arg in typing.get_args(kind) if arg is not type(None))
+        kinds[item.name] = kind
+    return kinds
+
+
+_ENV_FIELDS = _env_kinds()
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}

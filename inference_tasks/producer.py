@@ -20,10 +20,10 @@ from typing import Any
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
-from inference_tasks.queue_state import queue_depth
-from inference_tasks.redis_errors import is_out_of_memory
+from inference_tasks.broker.connections import broker_redis
+from inference_tasks.broker.queue_state import queue_depth
+from inference_tasks.broker.redis_errors import is_out_of_memory
 from inference_tasks.routing import INFERENCE_QUEUE, TASK_ROUTES
-from inference_tasks.store import broker_redis
 
 # While waiting for room in a queue (wait_for_room), the first and longest pause between checks.
 FIRST_ROOM_CHECK_S = 0.05

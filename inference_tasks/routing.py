@@ -40,9 +40,3 @@ TASK_ROUTES = {
 # so a LOWER number is served FIRST. Ten steps make every priority 0-9 its own list.
 PRIORITY_STEPS = list(range(10))
 PRIORITY_SEPARATOR = ":"
-DEFAULT_PRIORITY = 0
-
-
-def queue_keys(queue: str) -> list[str]:
-    """The Redis list keys that hold a queue's waiting messages, highest priority first."""
-    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in PRIORITY_STEPS]

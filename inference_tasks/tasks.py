@@ -7,9 +7,10 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from inference_tasks import devices, store, thread_budget, threads
-from inference_tasks.microbatch import CoalescedTask
-from inference_tasks.models import HOLDER
+from inference_tasks import codec
+from inference_tasks.batching.microbatch import CoalescedTask
+from inference_tasks.broker.connections import broker_redis
+from inference_tasks.ml import store
 from inference_tasks.routing import (
     CLASSIFY_TASK,
     EMBED_ENCODINGS,
@@ -28,6 +29,9 @@ from inference_tasks.validation import (
     check_texts,
     reject_unknown,
 )
+from inference_tasks.worker import gpu, thread_budget, threads
+from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.models import HOLDER
 
 # Bad input is an expected outcome: Celery records FAILURE without a traceback in the log.
 EXPECTED_ERRORS = (InvalidInput,)
@@ -54,7 +58,7 @@ def embed(
             "dim": model.dim,
             "count": len(texts),
             "encoding": encoding,
-            "embeddings": store.encode_vectors(vectors),
+            "embeddings": codec.encode_vectors(vectors),
         }
     return {"model": model.name, "dim": model.dim, "embeddings": vectors.tolist()}
 
@@ -97,7 +101,7 @@ def current_head(settings: Any, name: str, version: Any) -> store.ClassifierHead
     """The head to use, from this child's cache unless Redis holds a different (newer) version."""
     if version is not None:
         version = check_count(CLASSIFY_TASK, "classifier_version", version, 1, 2**31)
-    client = store.broker_redis(settings)
+    client = broker_redis(settings)
     try:
         wanted = version or store.latest_version(client, name)
         cached = HOLDER.heads.get(name)
@@ -133,30 +137,30 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
     return {
         "hostname": self.request.hostname,
         "pid": os.getpid(),
-        "profile": HOLDER.profile,
+        "profile": CHILD.profile,
         "model": model.name if model else None,
         "model_error": HOLDER.error,
         "device": model.device if model else None,
         "encode_batch_size": getattr(model, "batch_size", None),
-        "gpu_memory": devices.gpu_memory(model.device) if model else None,
-        "mps_active": devices.mps_active(),
+        "gpu_memory": gpu.gpu_memory(model.device) if model else None,
+        "mps_active": gpu.mps_active(),
         "dim": model.dim if model else None,
         "model_load_mode": HOLDER.load_mode,
         "model_load_seconds": HOLDER.load_seconds,
         "warmup_seconds": HOLDER.warmup_seconds,
-        "ready_seconds_after_fork": HOLDER.ready_seconds,
-        "recycle_after_tasks": HOLDER.task_limit,
-        "parent_import_seconds": HOLDER.import_seconds,
-        "thread_budget": HOLDER.threads,
+        "ready_seconds_after_fork": CHILD.ready_seconds,
+        "recycle_after_tasks": CHILD.task_limit,
+        "parent_import_seconds": CHILD.import_seconds,
+        "thread_budget": CHILD.threads,
         "adaptive_threads": thread_budget.BUDGET is not None,
-        "tasks_served": HOLDER.tasks_served,
-        "jobs_done": HOLDER.jobs_done,
+        "tasks_served": CHILD.tasks_served,
+        "jobs_done": CHILD.jobs_done,
         "microbatch": {
             "max_texts": self.app.settings.microbatch_max_texts,
             "wait_ms": self.app.settings.microbatch_wait_ms,
-            "batches_run": HOLDER.batches_run,
-            "batched_tasks": HOLDER.batched_tasks,
-            "largest_batch": HOLDER.largest_batch,
+            "batches_run": CHILD.batches_run,
+            "batched_tasks": CHILD.batched_tasks,
+            "largest_batch": CHILD.largest_batch,
         },
         "rss_bytes": threads.rss_bytes(),
         **threads.shared_memory_report(),

@@ -4,7 +4,7 @@ Why not celery.contrib.pytest's celery_worker or celery_session_worker: they run
 the test process with the solo or threads pool (and would run this package's worker hooks inside
 pytest), so they cannot show what this project is about (prefork children, their native threads,
 a child dying). Workers here are the real command an operator runs (started by
-inference_tasks.localstack, which the benchmarks share). pytest-celery's `celery_setup` runs over
+tests.support.localstack, which the benchmarks share). pytest-celery's `celery_setup` runs over
 these same processes (tests/support/celery_nodes.py); its Docker fixtures are never requested.
 """
 
@@ -22,11 +22,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from support import celery_nodes
-from support.programs import missing
 
-from inference_tasks import localstack
-from inference_tasks.localstack import (
+from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
+from tests.support import celery_nodes, localstack
+from tests.support.localstack import (
     REDIS_DATABASES,
     REPO_ROOT,
     MissingProgram,
@@ -36,7 +35,7 @@ from inference_tasks.localstack import (
     free_port,
     producer_app,
 )
-from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
+from tests.support.programs import missing
 
 __all__ = ["REPO_ROOT", "TlsFiles", "clean_env", "producer_app", "redis_client", "start_redis"]
 

@@ -6,7 +6,8 @@ import json
 import subprocess
 
 from conftest import REPO_ROOT, clean_env
-from support.programs import need_program
+
+from tests.support.programs import need_program
 
 RUBY_DIR = REPO_ROOT / "tests" / "ruby"
 

@@ -13,8 +13,9 @@ from celery import Celery
 from conftest import REPO_ROOT, TlsFiles, clean_env, start_redis
 
 from inference_tasks.app import TASK_MODULES, celery_conf, create_app, is_inference_app
+from inference_tasks.broker.keys import queue_keys
 from inference_tasks.config import Settings
-from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK, queue_keys
+from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK
 
 
 def test_wire_format_is_json_only():
@@ -42,7 +43,7 @@ def test_delivery_settings_never_lose_a_task_to_a_dead_child():
     assert conf.worker_max_memory_per_child == 512 * 1024
     assert conf.result_expires == 99
     assert create_app(Settings(max_tasks_per_child=0)).conf.worker_max_tasks_per_child is None
-    assert conf.worker_pool == "inference_tasks.pool:TaskPool"  # what `--pool prefork` selects
+    assert conf.worker_pool == "inference_tasks.worker.pool:TaskPool"  # what `--pool prefork` selects
 
 
 def test_plain_worker_consumes_only_the_inference_queue():
@@ -120,9 +121,9 @@ hooks = ["worker_init", "worker_ready", "worker_process_init", "worker_process_s
          "task_prerun", "task_postrun", "task_failure", "task_success"]
 print(json.dumps({
     "receivers": {name: len(getattr(signals, name).receivers) for name in hooks},
-    "worker_modules": sorted(m for m in sys.modules if m in (
-        "inference_tasks.signals", "inference_tasks.pool", "inference_tasks.control", "inference_tasks.tasks",
-        "inference_tasks.thread_budget", "torch")),
+    "worker_modules": sorted(m for m in sys.modules if m in ("inference_tasks.tasks", "torch") or m.startswith((
+        "inference_tasks.worker", "inference_tasks.batching", "inference_tasks.ml",
+        "inference_tasks.broker.leases", "inference_tasks.ops.cli", "inference_tasks.ops.doctor"))),
     "sent": result.id is not None,
 }))
 """
@@ -150,6 +151,6 @@ def test_a_producer_imports_no_worker_hook_and_allocates_nothing(redis_server):
 def test_the_worker_imports_its_hooks_first_and_they_act_only_for_this_app():
     """The worker's loader imports `include` before sending worker_init: signals.py comes first; its hooks
     skip any other Celery app in the same process."""
-    assert TASK_MODULES[0] == "inference_tasks.signals"
+    assert TASK_MODULES[0] == "inference_tasks.worker.signals"
     assert is_inference_app(create_app(Settings(redis_url="redis://127.0.0.1:1/0")))
     assert not is_inference_app(Celery("someone-else"))

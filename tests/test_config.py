@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from inference_tasks.config import (
@@ -105,3 +107,21 @@ def test_bad_values_are_refused_naming_the_variable(environ, message):
 def test_redacted_url_never_contains_the_password(url, shown):
     """The URL shown in logs and worker_info hides the password and keeps the rest."""
     assert Settings(redis_url=url).redacted_redis_url == shown
+
+
+def test_every_setting_is_read_from_its_variable_and_documented():
+    """The variable table is derived from the Settings fields; docs/configuration.md lists each one."""
+    from dataclasses import fields
+
+    from inference_tasks.config import _ENV_FIELDS
+
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    names = [item.name for item in fields(Settings) if item.name != "redis_url"]
+    assert sorted(_ENV_FIELDS) == sorted(names)
+    variables = [f"INFERENCE_{name.upper()}" for name in names]
+    missing = [variable for variable in variables if f"`{variable}`" not in documented]
+    assert missing == []
+    assert Settings.from_env({"INFERENCE_SIDEKIQ_REDIS_URL": "redis://elsewhere:6379/1"}).sidekiq_redis_url == (
+        "redis://elsewhere:6379/1"
+    )
+    assert Settings.from_env({"INFERENCE_PIN_THREADS": "off"}).pin_threads is False

@@ -11,9 +11,9 @@ import uuid
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from conftest import redis_client
-from support.waiting import wait_until
 
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

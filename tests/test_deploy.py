@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.programs import need_program
 
 from inference_tasks.config import Settings
 from inference_tasks.routing import INFERENCE_QUEUE
+from tests.support.programs import need_program
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 LONGEST_TASK_S = Settings().time_limit_s

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from support.waiting import wait_until
 
 from inference_tasks import devices
-from inference_tasks.control import COMMAND
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
+from inference_tasks.worker import gpu
+from inference_tasks.worker.control import COMMAND
+from tests.support.waiting import wait_until
 
 RESULT_TIMEOUT_S = 120
 
@@ -81,9 +82,9 @@ def test_gpus_counted_from_the_driver_and_cuda_visible_devices_without_torch(tmp
 
 
 def test_mps_is_active_when_its_control_pipe_exists(tmp_path):
-    assert not devices.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
+    assert not gpu.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
     (tmp_path / "control").touch()
-    assert devices.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
+    assert gpu.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
 
 
 NO_GPU = pytest.mark.skipif(

@@ -7,9 +7,9 @@ import json
 import pytest
 from conftest import producer_app, redis_client
 
-from inference_tasks.envelope import screen
-from inference_tasks.replies import outcome, sidekiq_job
-from inference_tasks.wire import encode, task_message
+from inference_tasks.broker.envelope import screen
+from inference_tasks.broker.replies import outcome, sidekiq_job
+from tests.support.wire import encode, task_message
 
 LIMIT = 100_000
 

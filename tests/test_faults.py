@@ -23,11 +23,11 @@ from collections import Counter
 import pytest
 from celery.exceptions import TimeoutError
 from conftest import RedisServer, producer_app, redis_client, start_redis
-from support.waiting import wait_until
 
+from inference_tasks.broker.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
-from inference_tasks.transport import DEAD_LETTER_KEY
-from inference_tasks.wire import encode, task_message
+from tests.support.waiting import wait_until
+from tests.support.wire import encode, task_message
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 from conftest import REPO_ROOT, running_flower
-from support.programs import need_program
 
 from inference_tasks.routing import EMBED_TASK
+from tests.support.programs import need_program
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = REPO_ROOT / "test-artifacts"

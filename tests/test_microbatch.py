@@ -14,9 +14,9 @@ import psutil
 import pytest
 from conftest import REPO_ROOT
 from ruby_runner import ruby
-from support.waiting import wait_until
 
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

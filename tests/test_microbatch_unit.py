@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference_tasks.batch_job import run_batch
-from inference_tasks.microbatch import Batcher, planned_encode
+from inference_tasks.batching.batch_job import run_batch
+from inference_tasks.batching.microbatch import Batcher, planned_encode
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
 
 BASE_PREFETCH = 2

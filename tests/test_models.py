@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from inference_tasks.config import DEFAULT_MODEL
-from inference_tasks.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError, resolve_model_path
+from inference_tasks.worker.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError, resolve_model_path
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
 def test_loading_runs_no_forward_pass(monkeypatch):
     """The worker's main process may load (it forks afterwards) but must never run the model:
     load() alone never calls encode; the dimension comes from the model's configuration."""
-    from inference_tasks import models
+    from inference_tasks.worker import models
 
     calls = []
     original = models.SentenceTransformerEmbedder.encode

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from conftest import REPO_ROOT, clean_env, running_flower
 
-from inference_tasks.monitoring import is_loopback
+from inference_tasks.ops.flower_guard import is_loopback
 
 
 @pytest.mark.parametrize(

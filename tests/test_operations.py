@@ -16,8 +16,8 @@ from conftest import REPO_ROOT, clean_env, producer_app, redis_client, start_red
 from prometheus_client.parser import text_string_to_metric_families
 
 from inference_tasks import producer
-from inference_tasks.localstack import free_port
 from inference_tasks.routing import EMBED_TASK
+from tests.support.localstack import free_port
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120
@@ -41,7 +41,7 @@ def shipped(start_worker, aof_redis):
 
 def cli(*args: str, redis_url: str, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "inference_tasks.cli", *args],
+        [sys.executable, "-m", "inference_tasks.ops.cli", *args],
         cwd=REPO_ROOT,
         env=clean_env(REDIS_URL=redis_url, COLUMNS="200", **env),
         capture_output=True,
@@ -75,12 +75,17 @@ def test_doctor_fails_when_redis_is_unreachable():
     assert "unreachable" in done.stdout
 
 
+CLI = (sys.executable, "-m", "inference_tasks.ops.cli")
+
+
 @contextmanager
-def exporter(redis_url: str):
+def exporter(
+    redis_url: str, command: tuple[str, ...] = (sys.executable, "-m", "inference_tasks.ops.cli"), cwd=REPO_ROOT
+):
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "inference_tasks.cli", "metrics", "--port", str(port)],
-        cwd=REPO_ROOT,
+        [*command, "metrics", "--port", str(port)],
+        cwd=cwd,
         env=clean_env(REDIS_URL=redis_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from inference_tasks import bulk, doctor
+from inference_tasks.ops import bulk, doctor
 
 
 def worker_reply(host: str, profile: str, threads_per_child: list[int], cores: int = 8) -> dict:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, clean_env, producer_app, running_flower
 
-from inference_tasks.localstack import WorkerProcess
 from inference_tasks.routing import TRAINING_QUEUE, WORKER_INFO_TASK
+from tests.support.localstack import WorkerProcess
 
 
 def procfile() -> dict[str, list[str]]:

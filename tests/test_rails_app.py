@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from conftest import clean_env
 from ruby_runner import RUBY_DIR, need, ruby
-from support.programs import missing
-from support.waiting import wait_until
+
+from tests.support.programs import missing
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RAILS_ENV = RUBY_DIR.parent / "rails_app" / "config" / "environment.rb"

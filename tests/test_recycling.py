@@ -7,7 +7,7 @@ import random
 import pytest
 from billiard.pool import Worker
 
-from inference_tasks.recycling import jittered_limit, set_this_childs_task_limit
+from inference_tasks.worker.recycling import jittered_limit, set_this_childs_task_limit
 
 
 def test_limits_stay_within_the_configured_band_and_spread_out():
@@ -56,7 +56,7 @@ def test_outside_a_pool_worker_nothing_is_changed():
 
 def test_a_child_flags_its_last_task_in_memory_shared_with_the_parent():
     """pool.py: the flag a child sets before its last task is what the parent reads on its result."""
-    from inference_tasks import pool
+    from inference_tasks.worker import pool
 
     pool.flag_last_task(3, True)
     assert pool.is_running_last_task(3) and not pool.is_running_last_task(4)

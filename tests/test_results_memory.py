@@ -14,7 +14,7 @@ import pytest
 from conftest import redis_client, start_redis
 from ruby_runner import ruby
 
-from inference_tasks import producer, store
+from inference_tasks import codec, producer
 from inference_tasks.routing import EMBED_TASK
 
 pytestmark = pytest.mark.slow
@@ -82,7 +82,7 @@ def test_compact_embeddings_equal_the_json_vectors_at_a_quarter_of_the_size(infe
         "count": 64,
         "encoding": "f32-base64",
     }
-    vectors = store.decode_vectors(compact_value["embeddings"], compact_value["dim"])
+    vectors = codec.decode_vectors(compact_value["embeddings"], compact_value["dim"])
     np.testing.assert_allclose(vectors, np.array(json_value["embeddings"], dtype=np.float32), rtol=0, atol=0)
     print(f"\n[memory] 64-text embed result: JSON {json_bytes} B, f32-base64 {compact_bytes} B")
 

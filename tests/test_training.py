@@ -8,10 +8,9 @@ import re
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, redis_client
-from support.events import EventRecorder
-from support.waiting import wait_until
 
-from inference_tasks import store
+from inference_tasks import codec
+from inference_tasks.ml import store
 from inference_tasks.routing import (
     CLASSIFY_TASK,
     EMBED_CORPUS_TASK,
@@ -20,6 +19,8 @@ from inference_tasks.routing import (
     TRAINING_QUEUE,
     WORKER_INFO_TASK,
 )
+from tests.support.events import EventRecorder
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 180
@@ -145,7 +146,7 @@ def test_embed_corpus_writes_expiring_pages_that_match_embed(stack):
     assert (outcome["count"], outcome["pages"], outcome["dim"]) == (1000, 4, 384)
     records = [json.loads(redis.get(outcome["page_key"].format(page=n))) for n in range(4)]
     assert [(r["count"], r["encoding"]) for r in records] == [(256, "f32le-base64")] * 3 + [(232, "f32le-base64")]
-    pages = [{"embeddings": store.decode_vectors(r["embeddings"], r["dim"])} for r in records]
+    pages = [{"embeddings": codec.decode_vectors(r["embeddings"], r["dim"])} for r in records]
     assert [len(p["embeddings"]) for p in pages] == [256, 256, 256, 232]
     assert 0 < redis.ttl(outcome["page_key"].format(page=0)) <= outcome["expires_s"]
     sample = inference.app.send_task(EMBED_TASK, args=[[texts[0], texts[999]]]).get(timeout=RESULT_TIMEOUT_S)
@@ -219,8 +220,8 @@ def test_the_doctor_sees_a_solo_trainer_and_the_inference_children_on_one_host(s
     """The `inference_processes` control command: a solo trainer reports its main process as the one that
     runs tasks, with its 2 threads; the inference worker its 2 one-thread children; the doctor adds
     both up for the host they share."""
-    from inference_tasks.control import COMMAND
-    from inference_tasks.doctor import host_verdicts
+    from inference_tasks.ops.doctor import host_verdicts
+    from inference_tasks.worker.control import COMMAND
 
     inference, trainer = stack
     trainer.app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=RESULT_TIMEOUT_S)  # warmed up

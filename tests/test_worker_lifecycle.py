@@ -11,8 +11,8 @@ import uuid
 import pytest
 from conftest import REPO_ROOT, redis_client
 
+from inference_tasks.broker.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
-from inference_tasks.transport import DEAD_LETTER_KEY
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 60

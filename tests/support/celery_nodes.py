@@ -26,7 +26,7 @@ from pytest_celery import (
     CeleryWorkerCluster,
 )
 
-from inference_tasks.localstack import RedisServer, WorkerProcess
+from tests.support.localstack import RedisServer, WorkerProcess
 
 
 class LocalRedis:

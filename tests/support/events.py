@@ -11,7 +11,7 @@ import contextlib
 import threading
 from typing import Any
 
-from support.waiting import wait_until
+from tests.support.waiting import wait_until
 
 READY_TIMEOUT_S = 30
 

@@ -23,7 +23,7 @@ from inference_tasks import create_app
 from inference_tasks.app import InferenceApp
 from inference_tasks.config import Settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER_READY_TIMEOUT_S = 120
 WORKER_STOP_TIMEOUT_S = 30
 REDIS_DATABASES = 64

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from inference_tasks.replies import SIDEKIQ_REPLY_HEADER, reply_spec_problem
+from inference_tasks.broker.replies import SIDEKIQ_REPLY_HEADER, reply_spec_problem
 
 ACCEPTED_CONTENT_TYPE = "application/json"
 ACCEPTED_CONTENT_ENCODING = "utf-8"

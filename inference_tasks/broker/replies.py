@@ -19,7 +19,8 @@ from typing import Any
 import redis
 
 from inference_tasks import codec
-from inference_tasks.store import redis_for
+from inference_tasks.broker.connections import redis_for
+from inference_tasks.broker.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,8 @@ def sidekiq_job(spec: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]
 def push_sidekiq_job(client: redis.Redis, job: dict[str, Any]) -> None:
     """Enqueue `job` for Sidekiq in one MULTI, like Sidekiq::Client#push."""
     with client.pipeline(transaction=True) as pipe:
-        pipe.sadd("queues", job["queue"])
-        pipe.lpush(f"queue:{job['queue']}", codec.dumps(job))
+        pipe.sadd(SIDEKIQ_QUEUES_KEY, job["queue"])
+        pipe.lpush(sidekiq_queue_key(job["queue"]), codec.dumps(job))
         pipe.execute()
 
 

@@ -67,7 +67,7 @@ def doctor(skip_model: bool, timeout: float) -> None:
     """Check Redis, the model and every live worker's thread budget; exit 1 on any problem."""
     from rich.console import Console
 
-    from inference_tasks.doctor import run_doctor
+    from inference_tasks.ops.doctor import run_doctor
 
     sys.exit(run_doctor(_app(), Console(), check_the_model=not skip_model, timeout=timeout))
 
@@ -79,7 +79,7 @@ def status(timeout: float, failures: int) -> None:
     """Queues and their depths, workers online, recent failures."""
     from rich.console import Console
 
-    from inference_tasks.status import show_status
+    from inference_tasks.ops.status import show_status
 
     sys.exit(show_status(_app(), Console(), timeout, failures))
 
@@ -90,7 +90,7 @@ def status(timeout: float, failures: int) -> None:
 @click.option("--timeout", default=1.0, show_default=True, help="Seconds a scrape waits for workers' replies.")
 def metrics(address: str, port: int, timeout: float) -> None:
     """Serve Prometheus metrics: queue depths, unacked, dead letters, per-child threads, recycles."""
-    from inference_tasks.metrics import serve
+    from inference_tasks.ops.metrics import serve
 
     click.echo(f"serving http://{address}:{port}/metrics", err=True)
     serve(_app(), address, port, timeout)
@@ -146,7 +146,7 @@ def _run_bulk(
 ) -> None:  # fmt: skip
     from tqdm import tqdm
 
-    from inference_tasks import bulk
+    from inference_tasks.ops import bulk
     from inference_tasks.producer import ProducerError
 
     app = _app()

@@ -29,18 +29,14 @@ from celery.signals import (
     worker_ready,
 )
 
-from inference_tasks import (
-    control,  # noqa: F401 - registers the `inference_processes` remote control command
-    devices,
-    pool,
-    queue_state,
-    recycling,
-    store,
-    thread_budget,
-    threads,
-)
+from inference_tasks import devices
 from inference_tasks.app import is_inference_app as ours
-from inference_tasks.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED
+from inference_tasks.broker import queue_state
+from inference_tasks.broker.connections import broker_redis
+from inference_tasks.worker import pool, recycling, thread_budget, threads
+from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.jobs import job_ends, job_starts, record_device
+from inference_tasks.worker.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED, place_model
 
 logger = logging.getLogger(__name__)
 
@@ -66,27 +62,27 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         return
     settings = sender.app.settings
     prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
-    HOLDER.profile = settings.profile
-    if HOLDER.profile == "auto":
-        HOLDER.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
-    if HOLDER.profile == PROFILE_INFERENCE:
-        HOLDER.threads = 1 if settings.pin_threads else None
+    CHILD.profile = settings.profile
+    if CHILD.profile == "auto":
+        CHILD.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
+    if CHILD.profile == PROFILE_INFERENCE:
+        CHILD.threads = 1 if settings.pin_threads else None
     else:
-        HOLDER.threads = settings.trainer_threads
+        CHILD.threads = settings.trainer_threads
         if prefork and sender.concurrency != 1:
             logger.warning("trainer profile with %s children oversubscribes: use --concurrency 1", sender.concurrency)
     threads.set_offline_env(os.environ)
-    if HOLDER.threads is not None:
-        threads.set_thread_env(os.environ, HOLDER.threads)
+    if CHILD.threads is not None:
+        threads.set_thread_env(os.environ, CHILD.threads)
     started = time.perf_counter()
     import sentence_transformers  # noqa: F401 - imported for its side effect: loaded once, shared by fork
     import torch  # noqa: F401
 
-    HOLDER.import_seconds = time.perf_counter() - started
-    HOLDER.main_pid = os.getpid()
-    if prefork and HOLDER.profile == PROFILE_INFERENCE and settings.preload_model:
+    CHILD.import_seconds = time.perf_counter() - started
+    CHILD.main_pid = os.getpid()
+    if prefork and CHILD.profile == PROFILE_INFERENCE and settings.preload_model:
         preload_model(settings)
-    if prefork and HOLDER.threads == 1 and settings.adaptive_threads:
+    if prefork and CHILD.threads == 1 and settings.adaptive_threads:
         thread_budget.BUDGET = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
 
 
@@ -99,7 +95,7 @@ def preload_model(settings: Any) -> None:
     (the oversubscribed control) each child loads its own copy. gc.freeze() keeps the cyclic
     collector from writing to the model's objects in children, which would un-share their pages.
     """
-    if HOLDER.threads != 1:
+    if CHILD.threads != 1:
         return
     threads.limit_loaded_pools(1)
     # Always on the CPU here: a CUDA context in this process would break every child forked
@@ -116,9 +112,9 @@ def log_profile(sender: Any, **_: Any) -> None:
         return
     logger.info(
         "profile %s, native threads per process: %s, heavy imports in the main process: %.1f s",
-        HOLDER.profile,
-        HOLDER.threads or "library default (pinning off)",
-        HOLDER.import_seconds or 0.0,
+        CHILD.profile,
+        CHILD.threads or "library default (pinning off)",
+        CHILD.import_seconds or 0.0,
     )
     if thread_budget.BUDGET is not None:
         logger.info("adaptive threads: a child alone may use up to %d threads", thread_budget.BUDGET.budget)
@@ -126,7 +122,7 @@ def log_profile(sender: Any, **_: Any) -> None:
         logger.info("model preloaded in the main process in %.2f s; children only warm up", HOLDER.load_seconds)
     elif HOLDER.error:
         logger.error("model failed to load in the main process: %s", HOLDER.error)
-    elif HOLDER.profile == PROFILE_INFERENCE and sender.app.settings.preload_model:
+    elif CHILD.profile == PROFILE_INFERENCE and sender.app.settings.preload_model:
         logger.warning("model not preloaded (needs one thread per child): each child loads its own copy")
 
 
@@ -136,36 +132,30 @@ def pin_threads_and_load_model(**_: Any) -> None:
     if not ours(current_app):
         return
     settings = current_app.settings  # type: ignore[attr-defined]
-    if HOLDER.main_pid not in (None, os.getpid()):
-        HOLDER.pool_slot = pool.this_childs_slot()
-    if HOLDER.profile is None:  # started by something other than `celery worker`
-        HOLDER.profile = PROFILE_INFERENCE
-        HOLDER.threads = 1 if settings.pin_threads else None
+    if CHILD.main_pid not in (None, os.getpid()):
+        CHILD.pool_slot = pool.this_childs_slot()
+    if CHILD.profile is None:  # started by something other than `celery worker`
+        CHILD.profile = PROFILE_INFERENCE
+        CHILD.threads = 1 if settings.pin_threads else None
         threads.set_offline_env(os.environ)
-    if HOLDER.threads is not None:
-        threads.limit_loaded_pools(HOLDER.threads)
-    devices.place_model(HOLDER, settings)
+    if CHILD.threads is not None:
+        threads.limit_loaded_pools(CHILD.threads)
+    place_model(HOLDER, settings, CHILD.pool_slot)
     HOLDER.warm_up()
     # After the warm-up, when every native pool this child will use has started.
-    pool.record_compute_threads(HOLDER.pool_slot, threads.compute_threads())
+    pool.record_compute_threads(CHILD.pool_slot, threads.compute_threads())
     record_device()
-    HOLDER.ready_seconds = threads.process_age_seconds()
+    CHILD.ready_seconds = threads.process_age_seconds()
     if HOLDER.embedder is not None:
         logger.info(
             "child ready %.2f s after fork (model %s, load %.2f s, warm-up %.3f s)",
-            HOLDER.ready_seconds,
+            CHILD.ready_seconds,
             HOLDER.load_mode,
             HOLDER.load_seconds if HOLDER.load_mode == LOAD_IN_CHILD else 0.0,
             HOLDER.warmup_seconds,
         )
-    if HOLDER.profile == PROFILE_INFERENCE:
+    if CHILD.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
-
-
-def record_device() -> None:
-    """Tell the main process (pool.py shared memory) this child's device and CUDA memory."""
-    device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
-    pool.record_device(HOLDER.pool_slot, device, devices.gpu_memory_mib(device))
 
 
 @worker_process_init.connect
@@ -174,12 +164,12 @@ def stagger_recycling(**_: Any) -> None:
     if not ours(current_app):
         return
     settings = current_app.settings  # type: ignore[attr-defined]
-    if HOLDER.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
+    if CHILD.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
         return
-    pool.flag_last_task(HOLDER.pool_slot, False)  # this slot's previous child may have set it
+    pool.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
     limit = recycling.jittered_limit(settings.max_tasks_per_child, settings.max_tasks_per_child_jitter, random.Random())
     if recycling.set_this_childs_task_limit(limit):
-        HOLDER.task_limit = limit
+        CHILD.task_limit = limit
 
 
 def refuse_memory_limit_below_footprint(limit_mb: int) -> None:
@@ -211,7 +201,7 @@ def ignore_term_in_children(**_: Any) -> None:
     worker at once; Celery resets children to die on TERM, killing their running task. The parent
     stops idle children itself; hard time limits and cold shutdown escalate to SIGKILL.
     """
-    if ours(current_app) and HOLDER.main_pid not in (None, os.getpid()):  # a prefork child, not a solo worker
+    if ours(current_app) and CHILD.main_pid not in (None, os.getpid()):  # a prefork child, not a solo worker
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
@@ -227,10 +217,10 @@ def end_an_exiting_child_promptly(exitcode: int | None = None, **_: Any) -> None
     the parent's TERM, as Celery expects while it collects the last results. Either way it exits
     with the code it was leaving with, so the parent sees a recycle, not a crash.
     """
-    if HOLDER.main_pid in (None, os.getpid()) or not ours(current_app):
+    if CHILD.main_pid in (None, os.getpid()) or not ours(current_app):
         return
     code = exitcode if isinstance(exitcode, int) else 0
-    if HOLDER.task_limit is not None and HOLDER.jobs_done >= HOLDER.task_limit:
+    if CHILD.task_limit is not None and CHILD.jobs_done >= CHILD.task_limit:
         logging.shutdown()  # flush this child's log handlers; os._exit skips interpreter cleanup
         os._exit(code)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
@@ -244,43 +234,17 @@ def remember_failure(
     if sender is None or not ours(sender.app):
         return
     try:
-        client = store.broker_redis(sender.app.settings)
+        client = broker_redis(sender.app.settings)
         error = f"{type(exception).__name__}: {exception}"
         queue_state.record_failure(client, task_id or "", sender.name, error, sender.request.hostname or "")
     except Exception:  # bookkeeping must never change how a task fails
         logger.warning("could not record the failure of %s in Redis", task_id, exc_info=True)
 
 
-def job_starts() -> None:
-    """Before each pool job in a child (one task, or one micro-batch: batch_job.py).
-
-    Tells the parent before the child's last job (pool.py), so it writes no job to it after;
-    billiard counts jobs, not tasks, towards the recycle limit. With INFERENCE_ADAPTIVE_THREADS,
-    runs the job on the threads idle siblings leave free.
-    """
-    if HOLDER.pool_slot is None:  # the worker's main process, or a solo worker
-        return
-    if HOLDER.task_limit is not None:
-        pool.flag_last_task(HOLDER.pool_slot, HOLDER.jobs_done + 1 >= HOLDER.task_limit)
-    if thread_budget.BUDGET is not None:
-        import torch
-
-        torch.set_num_threads(thread_budget.BUDGET.take(HOLDER.pool_slot))
-
-
-def job_ends() -> None:
-    """After each pool job in a child: count it, hand borrowed threads back, report GPU memory."""
-    HOLDER.jobs_done += 1
-    if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
-        record_device()
-    if thread_budget.BUDGET is not None and HOLDER.pool_slot is not None:
-        thread_budget.BUDGET.give_back(HOLDER.pool_slot)
-
-
 @task_prerun.connect
 def start_a_job(sender: Any = None, **_: Any) -> None:
     """A task that is a pool job of its own (not part of a micro-batch) starts one."""
-    if not HOLDER.in_batch and sender is not None and ours(sender.app):
+    if not CHILD.in_batch and sender is not None and ours(sender.app):
         job_starts()
 
 
@@ -289,6 +253,6 @@ def count_served(sender: Any = None, **_: Any) -> None:
     """Count tasks run by this process, for worker_info; end the job of a task run on its own."""
     if sender is None or not ours(sender.app):
         return
-    HOLDER.tasks_served += 1
-    if not HOLDER.in_batch:
+    CHILD.tasks_served += 1
+    if not CHILD.in_batch:
         job_ends()

@@ -17,13 +17,12 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 
-from inference_tasks.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
-from inference_tasks.redis_errors import is_out_of_memory
+from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
+from inference_tasks.broker.keys import DEAD_LETTER_KEY, redelivery_key
+from inference_tasks.broker.redis_errors import is_out_of_memory
 
 logger = logging.getLogger(__name__)
 
-DEAD_LETTER_KEY = "inference-tasks:dead-letter"
-REDELIVERY_KEY_PREFIX = "inference-tasks:redeliveries:"
 # Remote-control replies (ping, inspect) travel on lists named "<uuid>.reply.celery.pidbox";
 # they are kombu's own messages, not tasks, and are not screened.
 CONTROL_QUEUE_SUFFIX = ".pidbox"
@@ -178,7 +177,7 @@ class Channel(kombu_redis.Channel):
         return envelope
 
     def _count_redelivery(self, task_id: str | None) -> int:
-        key = f"{REDELIVERY_KEY_PREFIX}{task_id}"
+        key = redelivery_key(task_id)
         with self.conn_or_acquire() as client, client.pipeline() as pipe:
             count, _ = pipe.incr(key).expire(key, self.redelivery_counter_ttl).execute()
         return int(count)

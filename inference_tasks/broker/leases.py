@@ -34,6 +34,10 @@ def held_delivery_tags() -> list[str]:
         except RuntimeError:  # a set changed size while the main thread was mutating it
             continue
     else:
+        logger.warning(
+            "could not read this worker's held messages (worker.state kept changing): their leases are "
+            "not renewed this round; if this repeats, re-check celery.worker.state (docs/upstream.md)"
+        )
         return []
     return list({request.message.delivery_tag for request in requests if request.message is not None})
 

@@ -17,9 +17,9 @@ from typing import Any
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from inference_tasks import queue_state, store
+from inference_tasks.broker import queue_state
+from inference_tasks.broker.connections import broker_redis
 
-DEFAULT_PORT = 9808
 DEFAULT_BROADCAST_TIMEOUT_S = 1.0
 
 
@@ -38,7 +38,7 @@ class InferenceCollector(Collector):
 
     def _queue_metrics(self) -> Iterator[Any]:
         up = GaugeMetricFamily("inference_redis_up", "1 if Redis answered this scrape")
-        client = store.broker_redis(self.app.settings)
+        client = broker_redis(self.app.settings)
         try:
             queues = queue_state.snapshot(client, failures=0)
             memory = queue_state.redis_memory(client)
@@ -83,7 +83,7 @@ class InferenceCollector(Collector):
         )
 
     def _worker_metrics(self) -> Iterator[Any]:
-        from inference_tasks.doctor import ask_workers, host_verdicts
+        from inference_tasks.ops.doctor import ask_workers, host_verdicts
 
         try:
             replies = ask_workers(self.app, self.broadcast_timeout)

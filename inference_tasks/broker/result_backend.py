@@ -1,6 +1,6 @@
 """Celery's Redis result backend with three production rules: replies, lifetimes, and a full Redis.
 
-Selected in app.py as `result_backend = "inference_tasks.result_backend:ResultBackend+redis://..."`
+Selected in app.py as `result_backend = "inference_tasks.broker.result_backend:ResultBackend+redis://..."`
 (Celery's documented `<class>+<url>` form); everything else is RedisBackend's own. The one method
 overridden, `store_result`, is Celery's public backend API (every state change goes through it).
 
@@ -29,8 +29,8 @@ from celery import states
 from celery.backends.redis import RedisBackend
 from celery.exceptions import Reject
 
-from inference_tasks import replies
-from inference_tasks.redis_errors import is_out_of_memory
+from inference_tasks.broker import replies
+from inference_tasks.broker.redis_errors import is_out_of_memory
 from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
 
 logger = logging.getLogger(__name__)

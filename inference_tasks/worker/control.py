@@ -9,6 +9,7 @@ child's own record of the native pool size it was pinned to (shared memory writt
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from typing import Any
@@ -16,9 +17,13 @@ from typing import Any
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 from celery.worker.control import inspect_command
 
-from inference_tasks import devices, pool, threads
+from inference_tasks import devices
 from inference_tasks.cores import available_cores
-from inference_tasks.models import HOLDER
+from inference_tasks.worker import gpu, pool, threads
+from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.models import HOLDER
+
+logger = logging.getLogger(__name__)
 
 COMMAND = "inference_processes"
 
@@ -35,6 +40,11 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
     settings = consumer.app.settings
     task_pool = consumer.pool
     processes = list(getattr(getattr(task_pool, "_pool", None), "_pool", None) or [])
+    if not processes and isinstance(task_pool, PreforkTaskPool):
+        logger.warning(
+            "the prefork pool lists no children (billiard's Pool._pool missing or empty): "
+            "inference_processes reports none; re-check billiard's Pool (docs/upstream.md)"
+        )
     children = []
     for process in processes:
         if process.pid is None:
@@ -53,7 +63,7 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
     # The solo pool (the trainer may run it): the main process runs the tasks itself.
     runs_tasks_itself = not isinstance(task_pool, PreforkTaskPool)
     own_facts = _process_facts(os.getpid())
-    main = {**own_facts, "cuda_initialized": devices.cuda_initialized()}
+    main = {**own_facts, "cuda_initialized": gpu.cuda_initialized()}
     if runs_tasks_itself:
         device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
         children.append(
@@ -62,25 +72,25 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
                 "slot": None,
                 "compute_threads": threads.compute_threads(),
                 "device": device,
-                "gpu_memory_mib": devices.gpu_memory_mib(device),
+                "gpu_memory_mib": gpu.gpu_memory_mib(device),
             }
         )
     return {
         "host": socket.gethostname(),
         "cores": available_cores(),
-        "profile": HOLDER.profile,
+        "profile": CHILD.profile,
         "pinned": settings.pin_threads,
-        "configured_threads": HOLDER.threads,
+        "configured_threads": CHILD.threads,
         "adaptive_threads": settings.adaptive_threads,
         "concurrency": len(children),
         "main": main,
         "children": children,
         "model": settings.model,
         "device_setting": settings.device,
-        "mps_active": devices.mps_active(),
+        "mps_active": gpu.mps_active(),
         "model_load_mode": HOLDER.load_mode,
         "model_load_seconds": HOLDER.load_seconds,
-        "import_seconds": HOLDER.import_seconds,
+        "import_seconds": CHILD.import_seconds,
         "children_exited": getattr(getattr(task_pool, "_pool", None), "children_exited", 0),
         "max_tasks_per_child": settings.max_tasks_per_child,
     }

@@ -28,7 +28,6 @@ the next free child, and the one gathering; other workers get the rest of the qu
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 from weakref import ref
 
@@ -39,43 +38,13 @@ from celery.app.trace import fast_trace_task, trace_task_ret
 from celery.worker import state as worker_state
 from celery.worker.strategy import default as default_strategy
 
-from inference_tasks.batch_job import run_batch
-from inference_tasks.routing import EMBED_TASK
+from inference_tasks.batching.batch_job import run_batch
+from inference_tasks.batching.plan import PlannedEncode, planned_encode
 
 logger = logging.getLogger(__name__)
 
 # While every child is busy, a batch whose wait is over checks for a free child this often.
 RECHECK_S = 0.01
-
-
-@dataclass(frozen=True)
-class PlannedEncode:
-    """What a task will encode, read from its arguments in the main process: its texts, normalized or not."""
-
-    task_id: str
-    texts: list[str]
-    normalize: bool
-
-
-def planned_encode(request: Any) -> PlannedEncode | None:
-    """The encode a task of ours will need, or None when its arguments are not plainly valid.
-
-    Only the shape is checked (a list of non-empty strings, a boolean flag): the task validates
-    everything again in the child, and a task planned as None runs there on its own and fails
-    with the task's own message. The batch never depends on a bad task.
-    """
-    args, kwargs = request.args, request.kwargs
-    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
-        return None
-    texts = args[0] if args else kwargs.get("texts")
-    if not isinstance(texts, list) or not texts or not all(isinstance(text, str) and text.strip() for text in texts):
-        return None
-    normalize: Any = True
-    if request.name == EMBED_TASK:
-        normalize = args[1] if len(args) > 1 else kwargs.get("normalize", True)
-        if not isinstance(normalize, bool):
-            return None
-    return PlannedEncode(request.id, texts, normalize)
 
 
 class Batcher:
@@ -98,6 +67,14 @@ class Batcher:
         self.pool = getattr(consumer.pool, "_pool", None)
         if hasattr(self.pool, "on_child_free"):
             self.pool.on_child_free.append(self.on_child_free)
+        else:
+            logger.warning(
+                "micro-batching without the pool's view of free children (pool %s, not "
+                "inference_tasks.worker.pool:TaskPool): batches wait their full %.0f ms and may queue behind "
+                "busy children; if the pool is ours, re-check billiard's AsynPool (docs/upstream.md)",
+                type(consumer.pool).__name__,
+                self.wait_s * 1000,
+            )
         self.window_opened = False  # the gathering batch's unit of the prefetch window (first add)
 
     def add(self, request: Any) -> None:
@@ -362,4 +339,4 @@ def strategy(task: Task, app: Any, consumer: Any, **kwargs: Any) -> Any:
 class CoalescedTask(Task):
     """Base of inference.embed and inference.classify: small tasks may share one encode."""
 
-    Strategy = "inference_tasks.microbatch:strategy"
+    Strategy = "inference_tasks.batching.microbatch:strategy"

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 from celery import Task, shared_task
 
-from inference_tasks import store
-from inference_tasks.models import HOLDER
+from inference_tasks import codec
+from inference_tasks.broker.connections import broker_redis
+from inference_tasks.broker.keys import corpus_page_key
+from inference_tasks.ml import store
 from inference_tasks.routing import EMBED_CORPUS_TASK, TRAIN_CLASSIFIER_TASK
 from inference_tasks.validation import (
     InvalidInput,
@@ -30,6 +32,8 @@ from inference_tasks.validation import (
     check_training_labels,
     reject_unknown,
 )
+from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.models import HOLDER
 
 PROGRESS = "PROGRESS"
 EMBED_CHUNK = 64
@@ -156,9 +160,9 @@ def train_classifier(
         },
         "embed_seconds": round(embedded - started, 3),
         "fit_seconds": round(fitted - embedded, 3),
-        "threads": HOLDER.threads,
+        "threads": CHILD.threads,
     }
-    version = store.save_head(store.broker_redis(settings), head)
+    version = store.save_head(broker_redis(settings), head)
     return {"name": name, "version": version, "model": model.name, "labels": names, "metrics": head.metrics}
 
 
@@ -183,7 +187,7 @@ def embed_corpus(
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
     page_size = check_count(task, "page_size", page_size, 1, MAX_PAGE_SIZE)
     normalize = check_flag(task, "normalize", normalize)
-    client = store.broker_redis(settings)
+    client = broker_redis(settings)
     if texts is not None:
         texts = check_texts(task, texts, settings, settings.max_corpus_texts, "MAX_CORPUS_TEXTS")
         total = len(texts)
@@ -207,8 +211,8 @@ def embed_corpus(
             check_text_items(task, page, settings, offset=start)
         vectors = model.encode(page, normalize=normalize)
         record = {"page": pages, "start": start, "count": len(page), "dim": model.dim, "encoding": encoding}
-        record["embeddings"] = vectors.tolist() if encoding == "json" else store.encode_vectors(vectors)
-        client.set(store.corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
+        record["embeddings"] = vectors.tolist() if encoding == "json" else codec.encode_vectors(vectors)
+        client.set(corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
         pages += 1
         report_progress(self, "embedding", min(start + page_size, total), total)
     return {
@@ -219,6 +223,6 @@ def embed_corpus(
         "page_size": page_size,
         "encoding": encoding,
         "pages": pages,
-        "page_key": store.corpus_page_key(job_id, "{page}"),
+        "page_key": corpus_page_key(job_id, "{page}"),
         "expires_s": settings.corpus_expires_s,
     }

@@ -7,8 +7,6 @@ expire: with AOF they survive Redis restarts like the queue does.
 
 from __future__ import annotations
 
-import base64
-import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -17,8 +15,9 @@ from typing import Any
 import numpy as np
 import redis
 
-KEY_PREFIX = "inference-tasks"
-CLASSIFIER_NAMES_KEY = f"{KEY_PREFIX}:classifiers"
+from inference_tasks.broker.keys import CLASSIFIER_NAMES_KEY
+from inference_tasks.broker.keys import classifier_key as _key
+from inference_tasks.codec import decode_vectors, encode_vectors
 
 # Stores version N and moves `latest` forward only: two trainings of one name finishing out of
 # order never point `latest` back at the older head.
@@ -33,22 +32,6 @@ return 1
 
 class UnknownClassifier(LookupError):
     """No head with that name (or version) has been trained."""
-
-
-@functools.cache
-def redis_for(url: str, ca_file: str | None = None) -> redis.Redis:
-    """One client per process and URL, created lazily in the process that uses it (never across a fork)."""
-    options = {"ssl_ca_certs": ca_file} if url.startswith("rediss://") and ca_file else {}
-    return redis.Redis.from_url(url, **options)
-
-
-def broker_redis(settings: Any) -> redis.Redis:
-    """This process's client for the broker's Redis (REDIS_URL), where heads and corpus pages live."""
-    return redis_for(settings.redis_url, settings.redis_tls_ca_file)
-
-
-def _key(name: str, suffix: str) -> str:
-    return f"{KEY_PREFIX}:classifier:{name}:{suffix}"
 
 
 @dataclass
@@ -125,18 +108,3 @@ def load_head(client: redis.Redis, name: str, version: int | None = None) -> Cla
     if raw is None:
         raise UnknownClassifier(f"classifier {name!r} has no version {version}")
     return ClassifierHead.from_json(raw)
-
-
-def corpus_page_key(job_id: str, page: int | str) -> str:
-    return f"{KEY_PREFIX}:corpus:{job_id}:{page}"
-
-
-def encode_vectors(array: np.ndarray) -> str:
-    """Little-endian float32, base64: Ruby reads it with Base64.decode64(s).unpack("e*")."""
-    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode()
-
-
-def decode_vectors(text: str, dim: int | None = None) -> np.ndarray:
-    """The inverse of encode_vectors; with `dim`, one row per vector."""
-    flat = np.frombuffer(base64.b64decode(text), dtype="<f4").copy()
-    return flat if dim is None else flat.reshape(-1, dim)

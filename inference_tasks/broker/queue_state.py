@@ -12,13 +12,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from inference_tasks.routing import PRIORITY_STEPS, QUEUES, queue_keys
-from inference_tasks.transport import DEAD_LETTER_KEY
+from inference_tasks.broker.keys import DEAD_LETTER_KEY, RECENT_FAILURES_KEY, UNACKED_KEY, queue_keys
+from inference_tasks.routing import PRIORITY_STEPS, QUEUES
 
 # kombu's Redis transport keeps every delivered, not yet acked message in this hash.
-UNACKED_KEY = "unacked"
 # Workers push a line per failed task here (signals.py), newest first, capped.
-RECENT_FAILURES_KEY = "inference-tasks:recent-failures"
 RECENT_FAILURES_MAX = 100
 RECENT_FAILURES_TTL_S = 7 * 86_400
 

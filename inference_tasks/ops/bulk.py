@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inference_tasks import producer, store
+from inference_tasks import codec, producer
 from inference_tasks.config import Settings
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, F32_BASE64_ENCODING, INFERENCE_QUEUE
 
@@ -105,7 +105,7 @@ def task_for(kind: str, labels: list[str] | None) -> tuple[str, Callable[[list[s
 
 def records(kind: str, batch: list[Item], result: Any) -> list[dict[str, Any]]:
     """One output record per text of a finished batch."""
-    outcomes = store.decode_vectors(result["embeddings"], result["dim"]).tolist() if kind == "embed" else result
+    outcomes = codec.decode_vectors(result["embeddings"], result["dim"]).tolist() if kind == "embed" else result
     out = []
     for item, outcome in zip(batch, outcomes, strict=True):
         record: dict[str, Any] = {"line": item.line}

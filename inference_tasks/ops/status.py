@@ -5,14 +5,15 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from inference_tasks import queue_state, store
+from inference_tasks.broker import queue_state
+from inference_tasks.broker.connections import broker_redis
 
 
 def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10) -> int:
     """Print the three tables; exit code 1 when Redis cannot be read, else 0."""
     from rich.table import Table
 
-    client = store.broker_redis(app.settings)
+    client = broker_redis(app.settings)
     try:
         queues = queue_state.snapshot(client, failures)
     except Exception as error:  # noqa: BLE001 - unreachable for whatever reason is the finding

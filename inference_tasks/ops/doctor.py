@@ -171,12 +171,12 @@ def check_model(settings: Settings) -> Check:
     """Load the configured model here, offline, and encode one sentence (seconds: imports torch)."""
     import os
 
-    from inference_tasks import threads
+    from inference_tasks.worker import threads
 
     threads.set_offline_env(os.environ)
     started = time.perf_counter()
     try:
-        from inference_tasks.models import SentenceTransformerEmbedder, resolve_model_path
+        from inference_tasks.worker.models import SentenceTransformerEmbedder, resolve_model_path
 
         embedder = SentenceTransformerEmbedder(settings.model, resolve_model_path(settings.model), "cpu")
         dim = len(embedder.encode(["doctor"], normalize=True)[0])
@@ -187,7 +187,7 @@ def check_model(settings: Settings) -> Check:
 
 def ask_workers(app: Any, timeout: float) -> dict[str, dict[str, Any]]:
     """One broadcast; every live worker's main process answers within `timeout` seconds."""
-    from inference_tasks.control import COMMAND
+    from inference_tasks.worker.control import COMMAND
 
     replies = app.control.broadcast(COMMAND, reply=True, timeout=timeout) or []
     merged: dict[str, dict[str, Any]] = {}
@@ -248,7 +248,7 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
 
 def run_doctor(app: Any, console: Any, check_the_model: bool = True, timeout: float = 2.0) -> int:
     """Every check, printed; the exit code: 0 when all are OK, 1 otherwise."""
-    from inference_tasks.store import broker_redis
+    from inference_tasks.broker.connections import broker_redis
 
     checks = redis_checks(*read_redis(broker_redis(app.settings)))
     if check_the_model:

@@ -1,4 +1,5 @@
-"""The one per-process model holder: load and warm up at start, hand out to tasks, fail loudly if absent."""
+"""The one per-process model holder: load and warm up at start, place on a device, hand out to tasks,
+fail loudly if absent."""
 
 from __future__ import annotations
 
@@ -100,12 +101,12 @@ class SentenceTransformerEmbedder:
 
 @dataclass
 class ModelHolder:
-    """This process's model, its thread budget and load timings; filled by worker hooks only."""
+    """This process's model, how it was loaded, and what tasks derive from it (label vectors, heads).
 
-    profile: str | None = None
-    threads: int | None = None
-    import_seconds: float | None = None
-    main_pid: int | None = None
+    Filled by worker hooks only; what the process has done (tasks, batches, its pool slot) is
+    bookkeeping and lives in child.py.
+    """
+
     embedder: Embedder | None = None
     error: str | None = None
     # LOAD_PRELOADED: loaded by the worker's main process before forking (children share its
@@ -113,22 +114,9 @@ class ModelHolder:
     load_mode: str | None = None
     load_seconds: float | None = None
     warmup_seconds: float | None = None
-    # From this process's fork to model ready: what a recycle costs before the child serves.
-    ready_seconds: float | None = None
-    tasks_served: int = 0
-    # Pool jobs run (a micro-batch is one job of many tasks): billiard recycles on this count.
-    jobs_done: int = 0
-    # Micro-batching (batch_job.py): set while a batch job runs its tasks, with the vectors of
-    # their texts, encoded together, by task id; and what batches this process has run.
-    in_batch: bool = False
+    # Micro-batching (batching/batch_job.py): while a batch job runs its tasks, the vectors of
+    # their texts, encoded together, by task id.
     pre_encoded: dict[str, PreEncoded] = field(default_factory=dict)
-    batches_run: int = 0
-    batched_tasks: int = 0
-    largest_batch: int = 0
-    # This prefork child's stable pool index (pool.py); None in the main or a solo process.
-    pool_slot: int | None = None
-    # This child's own recycle limit (recycling.py), if it has one.
-    task_limit: int | None = None
     # Trained classifier heads used by this process, by name (tasks.current_head keeps it fresh).
     heads: dict[str, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
@@ -207,6 +195,36 @@ class ModelHolder:
         while len(self._label_cache) > LABEL_CACHE_SIZE:
             self._label_cache.popitem(last=False)
         return np.stack([self._label_cache[label] for label in labels])
+
+
+def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None) -> None:
+    """In a child (or a solo worker): load the model, or move the main process's CPU copy, onto
+    this process's device, with that device's encode batch size.
+
+    A child that finds no GPU keeps no model and records why, so every task fails with the
+    reason (Celery swallows exceptions raised in worker hooks).
+    """
+    from inference_tasks.devices import CPU, CUDA, NoGpu, choose_device
+    from inference_tasks.worker.gpu import visible_gpu_count
+
+    try:
+        gpus = visible_gpu_count() if settings.device != CPU else 0
+        device = choose_device(settings.device, pool_slot, gpus)
+    except NoGpu as error:
+        holder.embedder, holder.error = None, str(error)
+        logger.error("%s; every task in this process will fail", error)
+        return
+    if holder.embedder is None:
+        holder.load(settings.model, device, mode=LOAD_IN_CHILD)
+        if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
+            holder.embedder.place(device, settings.cuda_dtype)
+    elif holder.embedder.device != device:
+        holder.embedder.place(device, settings.cuda_dtype)
+    if holder.embedder is None:
+        return
+    on_gpu = device.startswith(CUDA)
+    holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
+    logger.info("model on %s (encode batch size %d)", device, holder.embedder.batch_size)
 
 
 # One holder per process: a prefork child fills it in worker_process_init; tasks only read it.

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from inference_tasks.models import HOLDER, PreEncoded
-
-if TYPE_CHECKING:
-    from inference_tasks.microbatch import PlannedEncode
+from inference_tasks.batching.plan import PlannedEncode
+from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.jobs import job_ends, job_starts
+from inference_tasks.worker.models import HOLDER, PreEncoded
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +51,8 @@ def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: 
     An entry whose tracing itself raised (not the task: the tracer catches those) gets None,
     and the main process returns that task to its queue.
     """
-    from inference_tasks.signals import job_ends, job_starts
-
     job_starts()
-    HOLDER.in_batch = True
+    CHILD.in_batch = True
     outcomes: list[Any] = []
     try:
         HOLDER.pre_encoded = encode_together(plans)
@@ -66,9 +64,9 @@ def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: 
                 outcomes.append(None)
     finally:
         HOLDER.pre_encoded = {}
-        HOLDER.in_batch = False
-        HOLDER.batches_run += 1
-        HOLDER.batched_tasks += len(entries)
-        HOLDER.largest_batch = max(HOLDER.largest_batch, len(entries))
+        CHILD.in_batch = False
+        CHILD.batches_run += 1
+        CHILD.batched_tasks += len(entries)
+        CHILD.largest_batch = max(CHILD.largest_batch, len(entries))
         job_ends()
     return outcomes

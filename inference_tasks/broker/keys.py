@@ -1,0 +1,66 @@
+"""Every Redis key this project reads or writes, named in one place.
+
+An operator sizing or inspecting Redis (docs/operations.md) and anyone writing a producer in
+another language reads this list; the Ruby client (deploy/rails/lib) uses the same names.
+Producer-safe: imports only routing.
+"""
+
+from __future__ import annotations
+
+from inference_tasks.routing import PRIORITY_SEPARATOR, PRIORITY_STEPS
+
+KEY_PREFIX = "inference-tasks"
+
+# --- Ours -----------------------------------------------------------------------------------
+# Messages refused by screening or redelivered too often (broker/transport.py), newest first.
+DEAD_LETTER_KEY = f"{KEY_PREFIX}:dead-letter"
+# Per task id: how often its message was handed out (bounded redelivery, broker/transport.py).
+REDELIVERY_KEY_PREFIX = f"{KEY_PREFIX}:redeliveries:"
+# Recent task failures for `inference-tasks status` (broker/queue_state.py).
+RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
+# Trained classifier heads (ml/store.py): the set of names, then per name a version counter,
+# every version, and `latest`.
+CLASSIFIER_NAMES_KEY = f"{KEY_PREFIX}:classifiers"
+
+
+def redelivery_key(task_id: str) -> str:
+    return f"{REDELIVERY_KEY_PREFIX}{task_id}"
+
+
+def classifier_key(name: str, suffix: str) -> str:
+    """`suffix` is `counter`, `latest` or `v<version>`."""
+    return f"{KEY_PREFIX}:classifier:{name}:{suffix}"
+
+
+def corpus_page_key(job_id: str, page: int | str) -> str:
+    """One page of an embed_corpus job's vectors (ml/training.py)."""
+    return f"{KEY_PREFIX}:corpus:{job_id}:{page}"
+
+
+# --- kombu's Redis transport (we screen, renew and count them) ------------------------------
+# Messages handed to a worker and not yet acked, by delivery tag; their delivery times (the
+# lease, renewed by broker/leases.py) in the index; the sweep's mutex.
+UNACKED_KEY = "unacked"
+UNACKED_INDEX_KEY = "unacked_index"
+UNACKED_MUTEX_KEY = "unacked_mutex"
+
+
+def queue_keys(queue: str) -> list[str]:
+    """The Redis list keys that hold a queue's waiting messages, highest priority first."""
+    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in PRIORITY_STEPS]
+
+
+# --- Celery's result backend ----------------------------------------------------------------
+RESULT_KEY_PREFIX = "celery-task-meta-"
+
+
+def result_key(task_id: str) -> str:
+    return f"{RESULT_KEY_PREFIX}{task_id}"
+
+
+# --- Sidekiq's (reply jobs, broker/replies.py) ----------------------------------------------
+SIDEKIQ_QUEUES_KEY = "queues"
+
+
+def sidekiq_queue_key(queue: str) -> str:
+    return f"queue:{queue}"

@@ -1,0 +1,45 @@
+"""Around each pool job in a prefork child (one task, or one micro-batch): the recycle flag, borrowed
+threads, the job count and the device report.
+
+Called by the task_prerun/postrun hooks (signals.py) for a lone task and by batch_job.py around a
+micro-batch, so it lives apart from both.
+"""
+
+from __future__ import annotations
+
+from inference_tasks import devices
+from inference_tasks.worker import gpu, pool, thread_budget
+from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.models import HOLDER
+
+
+def record_device() -> None:
+    """Tell the main process (pool.py shared memory) this child's device and CUDA memory."""
+    device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
+    pool.record_device(CHILD.pool_slot, device, gpu.gpu_memory_mib(device))
+
+
+def job_starts() -> None:
+    """Before each pool job in a child (one task, or one micro-batch: batch_job.py).
+
+    Tells the parent before the child's last job (pool.py), so it writes no job to it after;
+    billiard counts jobs, not tasks, towards the recycle limit. With INFERENCE_ADAPTIVE_THREADS,
+    runs the job on the threads idle siblings leave free.
+    """
+    if CHILD.pool_slot is None:  # the worker's main process, or a solo worker
+        return
+    if CHILD.task_limit is not None:
+        pool.flag_last_task(CHILD.pool_slot, CHILD.jobs_done + 1 >= CHILD.task_limit)
+    if thread_budget.BUDGET is not None:
+        import torch
+
+        torch.set_num_threads(thread_budget.BUDGET.take(CHILD.pool_slot))
+
+
+def job_ends() -> None:
+    """After each pool job in a child: count it, hand borrowed threads back, report GPU memory."""
+    CHILD.jobs_done += 1
+    if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
+        record_device()
+    if thread_budget.BUDGET is not None and CHILD.pool_slot is not None:
+        thread_budget.BUDGET.give_back(CHILD.pool_slot)

@@ -1,0 +1,122 @@
+"""The package's shape: no import cycle, and the producer-safe top level never reaches worker code.
+
+Imports inside functions count: a lazy import only hides a cycle until someone calls the
+function at import time. Imports under `if TYPE_CHECKING:` do not run and are skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "inference_tasks"
+# The top level a producer (Rails-side Python, Flower, a Django app) imports: it must never pull in
+# the worker's lifecycle, the batching hot path, training or the operator tools.
+PRODUCER_SAFE = ("inference_tasks", "app", "config", "cores", "devices", "routing", "validation", "codec", "producer")
+WORKER_ONLY = ("inference_tasks.worker", "inference_tasks.batching", "inference_tasks.ml", "inference_tasks.ops")
+# The app registers Flower's option check in every process (it acts only where Flower runs), so
+# this one ops module, stdlib-only, is on the producer side.
+PRODUCER_SIDE_OPS = {"inference_tasks.ops", "inference_tasks.ops.flower_guard"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _skips_type_checking(tree: ast.AST) -> list[ast.AST]:
+    nodes: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            nodes.extend(ast.walk(node))
+    return nodes
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Modules of this package that `name` imports, at module level or inside functions."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(node) for node in _skips_type_checking(tree)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & known
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # some names are attributes of node.module itself
+                found.add(node.module)
+    return {target for target in found if target in known and target != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path that starts and ends at the same module, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*stack[stack.index(target) :], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert find_cycle(import_graph()) is None
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = import_graph()
+    graph["inference_tasks.config"] = {*graph["inference_tasks.config"], "inference_tasks.worker.models"}
+    cycle = find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1]
+
+
+@pytest.mark.parametrize("top", PRODUCER_SAFE)
+def test_producer_side_modules_reach_no_worker_code(top: str) -> None:
+    name = top if top == "inference_tasks" else f"inference_tasks.{top}"
+    graph = import_graph()
+    leaked = sorted(
+        module
+        for module in reachable(graph, name)
+        if module.startswith(WORKER_ONLY) and module not in PRODUCER_SIDE_OPS
+    )
+    assert leaked == [], f"{name} imports worker-side modules: {leaked}"
+
+
+def test_test_and_benchmark_helpers_are_not_shipped() -> None:
+    names = set(modules())
+    assert not {"inference_tasks.localstack", "inference_tasks.wire"} & names
