@@ -104,6 +104,7 @@ def test_auto_falls_back_to_cpu_and_the_main_process_never_initialises_cuda(star
     assert (info["device"], info["encode_batch_size"], info["gpu_memory"]) == ("cpu", 32, None)
     [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
     [report] = reply.values()
+    assert "main" in report, report
     assert report["main"]["cuda_initialized"] is False
     assert [child["device"] for child in report["children"]] == ["cpu", "cpu"]
     assert report["device_setting"] == "auto"

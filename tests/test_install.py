@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import venv
 from pathlib import Path
@@ -25,11 +26,17 @@ COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classi
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with this package installed from the source tree, base dependencies only."""
     root = tmp_path_factory.mktemp("fresh-venv")
+    # A copy of what the package is built from, so the build leaves nothing in the checkout.
+    source = root / "source"
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "inference_tasks", source / "inference_tasks", ignore=skip)
+    for name in ("pyproject.toml", "README.md", "constraints.txt"):
+        shutil.copy(REPO_ROOT / name, source / name)
     venv.create(root / "venv", with_pip=True)
     python = root / "venv" / "bin" / "python"
     done = subprocess.run(
         [python, "-m", "pip", "install", "-q", "-c", "constraints.txt", "."],
-        cwd=REPO_ROOT,
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=600,

@@ -33,7 +33,13 @@ from inference_tasks import devices
 from inference_tasks.app import is_inference_app as ours
 from inference_tasks.broker import queue_state
 from inference_tasks.broker.connections import broker_redis
-from inference_tasks.worker import pool, recycling, thread_budget, threads
+from inference_tasks.worker import (
+    control,  # noqa: F401 - registers the `inference_processes` remote control command
+    pool,
+    recycling,
+    thread_budget,
+    threads,
+)
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED, place_model
