@@ -3,7 +3,8 @@
 #   - redis-server, openssl, Ruby with the redis and sidekiq gems (for the Rails client and its
 #     tests) from Debian (sudo if not root); with WITH_TEST_TOOLS=1 (scripts/test.sh) also chromium,
 #     for the headless-browser check of Flower, systemd-analyze, for the unit-file checks, and Rails
-#     (railties, activerecord, sqlite3), for running deploy/rails inside a real Rails app
+#     (railties, activerecord, activejob, sqlite3) and minitest, for the gem's suite and running deploy/rails
+#     inside a real Rails app
 #   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
 #     constraints.txt so no later install swaps in a multi-GB CUDA build) and this package.
 set -euo pipefail
@@ -21,8 +22,10 @@ if [ "${WITH_TEST_TOOLS:-0}" = 1 ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v systemd-analyze >/dev/null || missing+=(systemd)
   # Rails 6.1 from Debian: tests/test_rails_app.py runs deploy/rails inside a real Rails app.
-  ruby -e 'require "rails"; require "active_record"; require "sqlite3"' 2>/dev/null ||
-    missing+=(ruby-railties ruby-activerecord ruby-sqlite3)
+  ruby -e 'require "rails"; require "active_record"; require "active_job"; require "sqlite3"' 2>/dev/null ||
+    missing+=(ruby-railties ruby-activerecord ruby-activejob ruby-sqlite3)
+  # The gem's own suite (deploy/rails/test), run by tests/test_gem.py.
+  ruby -e 'require "minitest"' 2>/dev/null || missing+=(ruby-minitest)
 fi
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} with apt-get"

@@ -166,3 +166,13 @@ def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterat
     finally:
         flower.terminate()
         flower.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def installed_gem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """deploy/rails built with `gem build` and installed into a private GEM_HOME; the environment
+    (GEM_PATH) under which `require "inference_tasks"` loads that installed gem."""
+    from ruby_runner import build_gem, install_gem
+
+    workdir = tmp_path_factory.mktemp("gem")
+    return install_gem(build_gem(workdir), workdir / "gem-home")

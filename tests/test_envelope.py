@@ -8,7 +8,7 @@ import pytest
 from conftest import producer_app, redis_client
 
 from inference_tasks.broker.envelope import screen
-from inference_tasks.broker.replies import outcome, sidekiq_job
+from inference_tasks.broker.replies import ACTIVE_JOB_WRAPPER, outcome, sidekiq_job
 from tests.support.wire import encode, task_message
 
 LIMIT = 100_000
@@ -46,6 +46,8 @@ def inference_app_message(fresh_redis_url) -> bytes:
         ({"class": "system('rm -rf /')"}, "class must be a Ruby class name"),
         ({"class": "Jobs::Ready", "queue": "a queue with spaces"}, "queue must be a Sidekiq queue name"),
         ({"class": "Ready", "redis": "redis://elsewhere"}, "unknown keys ['redis']"),
+        ({"class": "Ready", "format": "resque"}, "format must be one of ['sidekiq', 'active_job']"),
+        ({"class": "Ready", "format": "active_job", "locale": 7}, "locale must be a string"),
     ],
 )
 def test_an_unusable_sidekiq_reply_header_is_refused_before_the_task_runs(reply, problem):
@@ -75,3 +77,30 @@ def test_a_sidekiq_job_has_sidekiqs_own_shape():
     assert len(job["jid"]) == 24 and int(job["jid"], 16) >= 0
     assert job["args"][0]["result"] == {"dim": 1} and job["args"][0]["error"] is None
     assert json.loads(json.dumps(job)) == job
+
+
+def test_an_active_job_reply_is_what_activejobs_sidekiq_adapter_enqueues():
+    """JobWrapper around ActiveJob::Core#serialize's hash; the outcome is the job's one argument, a
+    string-keyed Hash (ActiveJob's empty symbol-key marker), so `perform(outcome)` gets the same hash."""
+    spec = {"class": "EmbeddingReadyJob", "queue": "low", "format": "active_job", "locale": "de", "timezone": "Berlin"}
+    payload = outcome("id1", "inference.embed", "FAILURE", None, ValueError("texts[0] is blank"), {"article_id": 3})
+    job = sidekiq_job(spec, payload)
+    assert job["class"] == ACTIVE_JOB_WRAPPER == "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
+    assert job["wrapped"] == "EmbeddingReadyJob" and job["queue"] == "low"
+    (data,) = job["args"]
+    assert set(data) == {
+        "job_class", "job_id", "provider_job_id", "queue_name", "priority", "arguments", "executions",
+        "exception_executions", "locale", "timezone", "enqueued_at",
+    }  # fmt: skip
+    assert (data["job_class"], data["queue_name"], data["locale"], data["timezone"]) == (
+        "EmbeddingReadyJob",
+        "low",
+        "de",
+        "Berlin",
+    )
+    assert data["executions"] == 0 and data["exception_executions"] == {}
+    assert data["arguments"] == [{**payload, "_aj_symbol_keys": []}]
+    assert data["arguments"][0]["error"] == {"type": "ValueError", "message": "texts[0] is blank"}
+    assert len(data["enqueued_at"]) == 20 and data["enqueued_at"].endswith("Z")
+    plain = sidekiq_job({"class": "EmbeddingReadyJob"}, payload)
+    assert plain["class"] == "EmbeddingReadyJob" and "wrapped" not in plain and plain["args"] == [payload]

@@ -20,27 +20,6 @@ def ruby_worker(inference_worker, trainer_worker):
     return inference_worker
 
 
-def test_ruby_client_round_trip_through_a_real_worker(ruby_worker):
-    """Ruby enqueues embed and classify (one at priority 3), reads the results, gets the worker's
-    validation error as an InferenceTasks::TaskFailed carrying the remote message, trains a head on
-    the training queue and classifies with it."""
-    report = ruby("client_roundtrip.rb", ruby_worker.redis_url)
-    assert report["embed"]["model"] == "all-MiniLM-L6-v2"
-    assert (report["embed"]["dim"], report["embed"]["count"], len(report["embed"]["first"])) == (384, 3, 384)
-    assert abs(np.linalg.norm(report["embed"]["first"]) - 1.0) < 1e-4
-    assert report["classify"] == ["sports", "cooking"]
-    assert report["priority_result_dim"] == 384
-    failure = report["failure"]
-    assert failure["class"] == "InferenceTasks::TaskFailed"
-    assert failure["remote_type"] == "InvalidInput"
-    assert "texts[0] must be a string, got a number (42)" in failure["message"]
-    # The read that raised TaskFailed consumed the FAILURE result: nothing is left behind in Redis.
-    assert not redis_client(ruby_worker.redis_url).exists(f"celery-task-meta-{failure['task_id']}")
-    assert "did not finish within 0.3 s" in report["timeout"]
-    assert report["trained"]["version"] == 1 and report["trained"]["accuracy"] >= 0.9
-    assert report["with_head"] == ["shipping"]
-
-
 def test_results_come_back_to_rails_as_sidekiq_jobs(ruby_worker, tmp_path):
     """reply_to sidekiq: after success and after failure the worker pushes a job that a real Sidekiq
     process runs; the embedding arrives whole with the caller's context, and the result backend keeps
@@ -72,7 +51,7 @@ def test_results_come_back_to_rails_as_sidekiq_jobs(ruby_worker, tmp_path):
     good, bad = replies["good"], replies["bad"]
     stored = ruby_worker.app.AsyncResult(ids["good"]).get(timeout=30)
     assert good["state"] == "SUCCESS" and good["task"] == "inference.embed" and good["error"] is None
-    assert stored == {"delivered_in_reply": {"class": "EmbeddingReadyJob", "queue": "replies"}}
+    assert stored == {"delivered_in_reply": {"class": "EmbeddingReadyJob", "queue": "replies", "format": "sidekiq"}}
     assert good["result"]["model"] == "all-MiniLM-L6-v2"
     assert len(good["result"]["embeddings"]) == 1 and len(good["result"]["embeddings"][0]) == 384
     assert abs(np.linalg.norm(good["result"]["embeddings"][0]) - 1.0) < 1e-4

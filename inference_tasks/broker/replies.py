@@ -1,11 +1,13 @@
 """Deliver a finished task's outcome to the producer's own job system: a job in Sidekiq's Redis format.
 
 A producer asks for it with the message header `sidekiq_reply: {"class": "EmbeddingReadyJob",
-"queue": "default", "context": {...}}`. When the task's final state is stored (SUCCESS, FAILURE,
-REVOKED: result_backend.py), the worker pushes one Sidekiq job whose single argument is the
-outcome (see docs/wire-protocol.md), exactly as Sidekiq's own client does: SADD queues <queue>;
-LPUSH queue:<queue> <job JSON>. A successful result then stays in the result backend only as a
-small stub naming the reply job.
+"queue": "default", "context": {...}, "format": "sidekiq" | "active_job"}`. When the task's final
+state is stored (SUCCESS, FAILURE, REVOKED: result_backend.py), the worker pushes one job whose
+single argument is the outcome (see docs/wire-protocol.md), exactly as Sidekiq's own client does:
+SADD queues <queue>; LPUSH queue:<queue> <job JSON>. With `"format": "active_job"` the job is
+what ActiveJob's Sidekiq adapter enqueues (its JobWrapper around the serialized job), so a plain
+`class EmbeddingReadyJob < ApplicationJob` runs it. A successful result then stays in the result
+backend only as a small stub naming the reply job.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import logging
 import re
 import secrets
 import time
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -26,6 +30,14 @@ logger = logging.getLogger(__name__)
 
 SIDEKIQ_REPLY_HEADER = "sidekiq_reply"
 DEFAULT_SIDEKIQ_QUEUE = "default"
+SIDEKIQ_FORMAT = "sidekiq"
+ACTIVE_JOB_FORMAT = "active_job"
+REPLY_FORMATS = (SIDEKIQ_FORMAT, ACTIVE_JOB_FORMAT)
+# The job class ActiveJob's Sidekiq adapter pushes; it runs the job named in "wrapped".
+ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
+# ActiveJob's marker on a serialized Hash argument listing its Symbol keys (ours are all strings).
+ACTIVE_JOB_SYMBOL_KEYS = "_aj_symbol_keys"
+_SPEC_KEYS = {"class", "queue", "context", "format", "locale", "timezone"}
 _RUBY_CLASS = re.compile(r"^[A-Z][A-Za-z0-9_]*(::[A-Z][A-Za-z0-9_]*)*$")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
@@ -39,7 +51,12 @@ def reply_spec_problem(spec: Any) -> str | None:
     queue = spec.get("queue", DEFAULT_SIDEKIQ_QUEUE)
     if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
         return f"headers.{SIDEKIQ_REPLY_HEADER}.queue must be a Sidekiq queue name"
-    unknown = set(spec) - {"class", "queue", "context"}
+    if spec.get("format", SIDEKIQ_FORMAT) not in REPLY_FORMATS:
+        return f"headers.{SIDEKIQ_REPLY_HEADER}.format must be one of {list(REPLY_FORMATS)}"
+    for name in ("locale", "timezone"):
+        if spec.get(name) is not None and not (isinstance(spec[name], str) and 0 < len(spec[name]) <= 100):
+            return f"headers.{SIDEKIQ_REPLY_HEADER}.{name} must be a string such as 'en' or 'UTC'"
+    unknown = set(spec) - _SPEC_KEYS
     if unknown:
         return f"headers.{SIDEKIQ_REPLY_HEADER} has unknown keys {sorted(unknown)}"
     return None
@@ -59,16 +76,47 @@ def outcome(task_id: str, task: str, state: str, result: Any = None, error: Base
 
 
 def sidekiq_job(spec: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
-    """A job hash as Sidekiq's client writes it (class, queue, args, jid, timestamps, retry)."""
+    """A job hash as Sidekiq's client writes it (class, queue, args, jid, timestamps, retry), in the
+    format the spec asks for."""
+    if spec.get("format", SIDEKIQ_FORMAT) == ACTIVE_JOB_FORMAT:
+        return _sidekiq_job(ACTIVE_JOB_WRAPPER, spec, [active_job_data(spec, payload)], wrapped=spec["class"])
+    return _sidekiq_job(spec["class"], spec, [payload])
+
+
+def _sidekiq_job(job_class: str, spec: dict[str, Any], args: list[Any], wrapped: str | None = None) -> dict[str, Any]:
     now = time.time()
-    return {
-        "class": spec["class"],
+    job = {
+        "class": job_class,
         "queue": spec.get("queue", DEFAULT_SIDEKIQ_QUEUE),
-        "args": [payload],
+        "args": args,
         "retry": True,
         "jid": secrets.token_hex(12),
         "created_at": now,
         "enqueued_at": now,
+    }
+    if wrapped is not None:
+        job["wrapped"] = wrapped
+    return job
+
+
+def active_job_data(spec: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """The job as ActiveJob::Core#serialize writes it (Rails 6.1-7.x), with the outcome as its one argument.
+
+    locale and timezone are the enqueuing process's when the Ruby client sent them (as ActiveJob
+    records them at perform_later); null lets the job run in the app's defaults.
+    """
+    return {
+        "job_class": spec["class"],
+        "job_id": str(uuid.uuid4()),
+        "provider_job_id": None,
+        "queue_name": spec.get("queue", DEFAULT_SIDEKIQ_QUEUE),
+        "priority": None,
+        "arguments": [{**payload, ACTIVE_JOB_SYMBOL_KEYS: []}],
+        "executions": 0,
+        "exception_executions": {},
+        "locale": spec.get("locale"),
+        "timezone": spec.get("timezone"),
+        "enqueued_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 
@@ -96,7 +144,7 @@ def reply(
         job = sidekiq_job(spec, payload)
         push_sidekiq_job(redis_for(settings.sidekiq_redis_url or settings.redis_url, settings.redis_tls_ca_file), job)
     except Exception:
-        logger.exception("could not push the Sidekiq reply for task %s", getattr(request, "id", "?"))
+        logger.exception("could not push the reply job for task %s", getattr(request, "id", "?"))
         return False
     return True
 
@@ -107,4 +155,10 @@ def stub_result(spec: dict[str, Any]) -> dict[str, Any]:
     The full result travels once, in the reply; keeping a second copy in Redis for the result's
     lifetime doubled the memory of every replied task for nobody (the reply's reader has it).
     """
-    return {"delivered_in_reply": {"class": spec["class"], "queue": spec.get("queue", DEFAULT_SIDEKIQ_QUEUE)}}
+    return {
+        "delivered_in_reply": {
+            "class": spec["class"],
+            "queue": spec.get("queue", DEFAULT_SIDEKIQ_QUEUE),
+            "format": spec.get("format", SIDEKIQ_FORMAT),
+        }
+    }

@@ -1,13 +1,16 @@
 # frozen_string_literal: true
 
 # A minimal Rails app around deploy/rails, for tests/test_rails_app.py. Its root IS deploy/rails, so
-# the files shipped there (app/models, app/jobs, config/initializers, lib) load exactly as they would
-# in a real app; only what every Rails app has of its own (this file, ApplicationRecord, the schema)
-# lives here. Debian's Rails 6.1 packages, offline; SQLite from DATABASE_URL.
+# the files shipped there (app/models, app/jobs, config/initializers) load exactly as they would in a
+# real app; only what every Rails app has of its own (this file, ApplicationRecord, ApplicationJob,
+# the schema) lives here. Debian's Rails 6.1 packages, offline; SQLite from DATABASE_URL. The client
+# is the built and installed gem (GEM_PATH set by the test), required by name as Bundler would.
 require "logger"
 require "rails"
 require "active_record/railtie"
+require "active_job/railtie"
 require "sidekiq"
+require "inference_tasks"
 
 module InferenceTasksTestApp
   class Application < Rails::Application
@@ -17,6 +20,8 @@ module InferenceTasksTestApp
     config.secret_key_base = "test-only"
     config.logger = Logger.new(ENV.fetch("RAILS_LOG", $stdout))
     config.log_level = :info
+    config.active_job.queue_adapter = :sidekiq
     config.autoload_paths << File.expand_path("../app/models", __dir__)
+    config.autoload_paths << File.expand_path("../app/jobs", __dir__)
   end
 end

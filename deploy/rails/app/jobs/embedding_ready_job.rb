@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
 # app/jobs/embedding_ready_job.rb
-# Runs in Sidekiq when a worker finishes an embed task enqueued with reply_to: { sidekiq: ... }.
-class EmbeddingReadyJob
-  include Sidekiq::Worker
-  sidekiq_options queue: "default"
+# Runs (through Sidekiq, ActiveJob's queue adapter) when a worker finishes an embed task enqueued
+# with reply_to: { active_job: { class: EmbeddingReadyJob, ... } }, after success or failure.
+class EmbeddingReadyJob < ApplicationJob
+  queue_as :default
 
   # outcome: {"task_id", "task", "state", "result", "error", "context"} (docs/wire-protocol.md)
   def perform(outcome)

@@ -6,10 +6,11 @@ class Article < ApplicationRecord
 
   private
 
+  # The vector comes back as EmbeddingReadyJob (an ActiveJob run by Sidekiq) once a worker is done.
   def request_embedding
     INFERENCE.enqueue_embed(
       [title],
-      reply_to: { sidekiq: { class: "EmbeddingReadyJob", queue: "default", context: { "article_id" => id } } }
+      reply_to: { active_job: { class: EmbeddingReadyJob, context: { "article_id" => id } } }
     )
   end
 end

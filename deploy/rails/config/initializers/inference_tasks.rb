@@ -1,11 +1,12 @@
 # frozen_string_literal: true
 
 # config/initializers/inference_tasks.rb
-# One client per process; Redis is the workers' broker (the same REDIS_URL the workers use).
-require Rails.root.join("lib/inference_tasks")
-
-Rails.application.config.to_prepare do
-  INFERENCE = InferenceTasks::Client.new(
-    redis: Redis.new(url: ENV.fetch("INFERENCE_REDIS_URL", ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")))
-  )
-end
+# One client per process (the gem: gem "inference_tasks" in the Gemfile). Redis is the workers'
+# broker: the same REDIS_URL the workers use; it can be Sidekiq's Redis. For a Sentinel-managed
+# Redis pass a Sentinel-aware client instead:
+#   Redis.new(name: "mymaster", sentinels: [{ host: "10.0.0.1", port: 26379 }, ...], role: :master)
+INFERENCE = InferenceTasks::Client.new(
+  redis: Redis.new(url: ENV.fetch("INFERENCE_REDIS_URL", ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0"))),
+  # Refuse (InferenceTasks::QueueFull) instead of piling work onto a backlog nobody drains.
+  max_queue_depth: Integer(ENV.fetch("INFERENCE_MAX_QUEUE_DEPTH", "1000"))
+)

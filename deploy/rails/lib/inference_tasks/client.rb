@@ -1,0 +1,168 @@
+# frozen_string_literal: true
+
+require "json"
+require "redis"
+require "securerandom"
+
+module InferenceTasks
+  # A finished task's outcome: #value is the task's JSON result.
+  Result = Struct.new(:task_id, :state, :value, keyword_init: true)
+
+  # One per process (config/initializers/inference_tasks.rb builds INFERENCE); thread-safe as far as
+  # the redis client it is given is.
+  class Client
+    # redis: a Redis client on the workers' broker (the same REDIS_URL as the workers; a
+    # Sentinel-aware Redis.new(...) works the same). max_queue_depth: refuse (QueueFull) to enqueue
+    # onto a queue already holding this many waiting messages, all priorities together; nil never checks.
+    def initialize(redis: Redis.new(url: ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")), max_queue_depth: nil)
+      if max_queue_depth && !(max_queue_depth.is_a?(Integer) && max_queue_depth.positive?)
+        raise ArgumentError, "max_queue_depth must be a positive Integer or nil"
+      end
+
+      @redis = redis
+      @max_queue_depth = max_queue_depth
+    end
+
+    # Enqueue inference.embed; returns the task id. Options: queue:, priority: (0-9, 0 is served
+    # first), task_id:, reply_to: { active_job: { class: EmbeddingReadyJob, context: {...} } } (or
+    # sidekiq: for a plain Sidekiq job). encoding: "f32-base64" asks for the compact result (a
+    # quarter of the JSON's size).
+    def enqueue_embed(texts, normalize: true, encoding: nil, **options)
+      kwargs = { "normalize" => normalize }
+      kwargs["encoding"] = encoding if encoding
+      enqueue("inference.embed", [texts], kwargs, **options)
+    end
+
+    # Enqueue inference.classify (zero-shot over labels); returns the task id.
+    def enqueue_classify(texts, labels, **options)
+      enqueue("inference.classify", [texts, labels], {}, **options)
+    end
+
+    # Enqueue inference.train_classifier on the training queue; returns the task id. Poll #state for
+    # "PROGRESS" (#progress gives stage/done/total); the result holds the new head's version and metrics.
+    def enqueue_train_classifier(name, texts, labels, test_fraction: 0.2, seed: 0, queue: Wire::TRAINING_QUEUE,
+                                 **options)
+      kwargs = { "name" => name, "texts" => texts, "labels" => labels, "test_fraction" => test_fraction, "seed" => seed }
+      enqueue("inference.train_classifier", [], kwargs, queue: queue, **options)
+    end
+
+    # Enqueue inference.classify with a trained head instead of zero-shot labels.
+    def enqueue_classify_with(classifier, texts, version: nil, **options)
+      kwargs = { "classifier" => classifier }
+      kwargs["classifier_version"] = version if version
+      enqueue("inference.classify", [texts], kwargs, **options)
+    end
+
+    # Enqueue inference.embed_corpus for a large corpus held in a Redis list (RPUSH the texts first).
+    def enqueue_embed_corpus(source_key, page_size: 256, queue: Wire::TRAINING_QUEUE, **options)
+      enqueue("inference.embed_corpus", [], { "source_key" => source_key, "page_size" => page_size },
+              queue: queue, **options)
+    end
+
+    # {"stage" => ..., "done" => n, "total" => n} while a training task reports PROGRESS, else nil.
+    def progress(task_id)
+      raw = @redis.get(Wire::RESULT_KEY_PREFIX + task_id)
+      meta = raw && JSON.parse(raw)
+      meta && meta["status"] == "PROGRESS" ? meta["result"] : nil
+    end
+
+    # Embed and wait: returns {"model" => ..., "dim" => ..., "embeddings" => [[Float]]}. With
+    # encoding: "f32-base64" the vectors travel as float32 bytes and are decoded here into the same
+    # shape (plus "count" and "encoding"). The result is deleted from Redis once read (keep: true keeps it).
+    def embed(texts, normalize: true, encoding: "json", timeout: 30, keep: false, **options)
+      raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
+
+      wire = encoding == "json" ? nil : encoding
+      value = wait(enqueue_embed(texts, normalize: normalize, encoding: wire, **options), timeout: timeout, keep: keep)
+      return value unless value["encoding"] == "f32-base64"
+
+      value.merge("embeddings" => InferenceTasks.decode_vectors(value["embeddings"], value["dim"]))
+    end
+
+    # Classify and wait: returns one {"label", "score", "scores"} hash per text, in order.
+    def classify(texts, labels, timeout: 30, keep: false, **options)
+      wait(enqueue_classify(texts, labels, **options), timeout: timeout, keep: keep)
+    end
+
+    # Enqueue any task by wire name with positional args and keyword args; returns the task id.
+    def enqueue(task, args, kwargs = {}, queue: Wire::DEFAULT_QUEUE, priority: 0, task_id: nil, reply_to: nil)
+      raise ArgumentError, "priority must be 0..9, got #{priority.inspect}" unless Wire::PRIORITIES.include?(priority)
+
+      task_id ||= SecureRandom.uuid
+      message = JSON.generate(Wire.message(task, args, kwargs, task_id, queue, priority, reply_to))
+      push(queue, priority, message)
+      task_id
+    end
+
+    # Waiting messages in a queue, all priority lists together.
+    def queue_depth(queue = Wire::DEFAULT_QUEUE)
+      @redis.pipelined { |pipe| Wire.queue_keys(queue).each { |key| pipe.llen(key) } }.sum
+    end
+
+    # The result if the task has finished, else nil. Raises TaskFailed for FAILURE. A finished
+    # result is deleted from Redis by the read that returns it, unless keep: true.
+    def result(task_id, keep: false)
+      key = Wire::RESULT_KEY_PREFIX + task_id
+      raw = keep ? @redis.get(key) : @redis.eval(Wire::READ_FINISHED_RESULT, keys: [key])
+      return nil if raw.nil?
+
+      meta = JSON.parse(raw)
+      state = meta.fetch("status")
+      return nil unless Wire::READY_STATES.include?(state)
+      raise failure(task_id, state, meta["result"]) unless state == "SUCCESS"
+
+      Result.new(task_id: task_id, state: state, value: meta["result"])
+    end
+
+    # The current state: "PENDING" (unknown or not started), "STARTED", "SUCCESS", "FAILURE", ...
+    def state(task_id)
+      raw = @redis.get(Wire::RESULT_KEY_PREFIX + task_id)
+      raw.nil? ? "PENDING" : JSON.parse(raw).fetch("status")
+    end
+
+    # Poll until the task finishes; returns its JSON result, raises TaskFailed or Timeout. The
+    # result is deleted from Redis by the read that returns it, unless keep: true.
+    def wait(task_id, timeout: 30, interval: 0.05, keep: false)
+      deadline = monotonic + timeout
+      loop do
+        outcome = result(task_id, keep: keep)
+        return outcome.value if outcome
+        raise Timeout, "task #{task_id} did not finish within #{timeout} s" if monotonic > deadline
+
+        sleep(interval)
+        interval = [interval * 1.5, 0.5].min
+      end
+    end
+
+    private
+
+    def push(queue, priority, message)
+      target = Wire.priority_key(queue, priority)
+      unless @max_queue_depth
+        @redis.lpush(target, message)
+        return
+      end
+      depth = @redis.eval(Wire::PUSH_UNLESS_FULL, keys: [target, *Wire.queue_keys(queue)],
+                                                  argv: [message, @max_queue_depth])
+      raise QueueFull.new(queue, -depth - 1, @max_queue_depth) if depth.negative?
+    rescue Redis::CommandError => e
+      raise unless e.message.include?("OOM")
+
+      raise RedisFull, "Redis is full (maxmemory reached, it refuses writes): nothing was pushed (#{e.message}). " \
+                       "Results nobody reads and deletes are the usual cause: see docs/operations.md"
+    end
+
+    def failure(task_id, state, payload)
+      if payload.is_a?(Hash)
+        message = Array(payload["exc_message"]).join(" ")
+        TaskFailed.new(task_id, payload["exc_type"] || state, message, state)
+      else
+        TaskFailed.new(task_id, state, payload.to_s, state)
+      end
+    end
+
+    def monotonic
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+  end
+end

@@ -1,0 +1,105 @@
+# frozen_string_literal: true
+
+require "base64"
+require "json"
+require "securerandom"
+require "socket"
+
+module InferenceTasks
+  # The Redis side of the contract (docs/wire-protocol.md): key names, the Lua scripts, the Celery
+  # protocol v2 message and the reply request the worker honours.
+  module Wire
+    DEFAULT_QUEUE = "inference"
+    TRAINING_QUEUE = "training"
+    PRIORITIES = (0..9).freeze
+    RESULT_KEY_PREFIX = "celery-task-meta-"
+    READY_STATES = %w[SUCCESS FAILURE REVOKED].freeze
+    ENCODINGS = %w[json f32-base64].freeze
+    # How the reply job is written: a plain Sidekiq job, or ActiveJob's Sidekiq adapter format.
+    REPLY_FORMATS = { sidekiq: "sidekiq", active_job: "active_job" }.freeze
+
+    # Read a result and, only if the task has finished, delete it: one round trip, and atomic, so a
+    # STARTED or PROGRESS state another poller may still want is never removed. Celery writes
+    # "status" as the first key of the result's JSON.
+    READ_FINISHED_RESULT = <<~LUA
+      local raw = redis.call('GET', KEYS[1])
+      if not raw then return false end
+      local state = string.match(raw, '"status"%s*:%s*"(%u+)"')
+      if state == 'SUCCESS' or state == 'FAILURE' or state == 'REVOKED' then redis.call('DEL', KEYS[1]) end
+      return raw
+    LUA
+
+    # Push a message unless the queue's priority lists (KEYS[2..]) already hold ARGV[2] messages:
+    # check and push in one step, so racing producers never overshoot the limit. Returns the depth
+    # seen, negated (-depth - 1) when nothing was pushed.
+    PUSH_UNLESS_FULL = <<~LUA
+      local depth = 0
+      for i = 2, #KEYS do depth = depth + redis.call('LLEN', KEYS[i]) end
+      if depth >= tonumber(ARGV[2]) then return -depth - 1 end
+      redis.call('LPUSH', KEYS[1], ARGV[1])
+      return depth
+    LUA
+
+    module_function
+
+    # The Redis lists holding a queue's waiting messages, priority 0 (served first) to 9.
+    def queue_keys(queue)
+      PRIORITIES.map { |step| priority_key(queue, step) }
+    end
+
+    def priority_key(queue, priority)
+      priority.zero? ? queue : "#{queue}:#{priority}"
+    end
+
+    # A Celery protocol v2 message, as JSON-ready Hash.
+    def message(task, args, kwargs, task_id, queue, priority, reply_to)
+      headers = {
+        "lang" => "rb", "task" => task, "id" => task_id, "root_id" => task_id, "parent_id" => nil,
+        "group" => nil, "retries" => 0, "eta" => nil, "expires" => nil,
+        "origin" => "ruby@#{Socket.gethostname}"
+      }
+      headers["sidekiq_reply"] = reply_request(reply_to) if reply_to
+      body = [args, kwargs, { "callbacks" => nil, "errbacks" => nil, "chain" => nil, "chord" => nil }]
+      {
+        "body" => Base64.strict_encode64(JSON.generate(body)),
+        "content-encoding" => "utf-8",
+        "content-type" => "application/json",
+        "headers" => headers,
+        "properties" => {
+          "correlation_id" => task_id, "reply_to" => "", "delivery_mode" => 2,
+          "delivery_info" => { "exchange" => "", "routing_key" => queue },
+          "priority" => priority, "body_encoding" => "base64", "delivery_tag" => SecureRandom.uuid
+        }
+      }
+    end
+
+    # reply_to: { sidekiq: { class:, queue:, context: } } or { active_job: { class:, queue:, context: } }.
+    # class: may be the job class itself; an ActiveJob class's own queue (queue_as) is the default
+    # queue, else "default". ActiveJob replies carry this process's locale and time zone, as
+    # perform_later would record them.
+    def reply_request(reply_to)
+      unless reply_to.is_a?(Hash) && reply_to.size == 1 && REPLY_FORMATS.key?(reply_to.keys.first)
+        raise ArgumentError, "reply_to must be { sidekiq: {class:, queue:} } or { active_job: {class:, queue:} }"
+      end
+
+      kind, spec = reply_to.first
+      job_class = spec.fetch(:class) { raise ArgumentError, "reply_to #{kind} needs class:" }
+      request = { "class" => job_class.to_s, "queue" => (spec[:queue] || own_queue(job_class) || "default").to_s }
+      request["context"] = spec[:context] if spec.key?(:context)
+      request.merge!(active_job_settings) if kind == :active_job
+      request.merge("format" => REPLY_FORMATS.fetch(kind))
+    end
+
+    def own_queue(job_class)
+      name = job_class.respond_to?(:queue_name) ? job_class.queue_name : nil
+      name.is_a?(String) ? name : nil
+    end
+
+    def active_job_settings
+      settings = {}
+      settings["locale"] = I18n.locale.to_s if defined?(I18n) && I18n.respond_to?(:locale)
+      settings["timezone"] = Time.zone.name if Time.respond_to?(:zone) && Time.zone
+      settings
+    end
+  end
+end

@@ -1,0 +1,75 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# The client's blocking calls, polling, errors and backpressure against the real worker.
+class ClientTest < Minitest::Test
+  include InferenceTasksTest
+
+  def test_embed_returns_one_unit_vector_per_text_in_order
+    result = client.embed(["The cat sleeps on the sofa.", "Quarterly revenue grew.", "Reset my password"],
+                          timeout: TIMEOUT)
+    assert_equal "all-MiniLM-L6-v2", result["model"]
+    assert_equal 384, result["dim"]
+    assert_equal 3, result["embeddings"].size
+    assert_in_delta 1.0, Math.sqrt(result["embeddings"][0].sum { |x| x * x }), 1e-4
+  end
+
+  def test_compact_vectors_decode_to_exactly_the_json_ones
+    texts = ["Red running shoes", "Blue rain jacket"]
+    assert_equal client.embed(texts, timeout: TIMEOUT)["embeddings"],
+                 client.embed(texts, encoding: "f32-base64", timeout: TIMEOUT)["embeddings"]
+  end
+
+  def test_classify_picks_the_closest_label_for_each_text
+    predictions = client.classify(["The striker scored twice in the football match.",
+                                   "Simmer the sauce with garlic and basil."], %w[sports cooking finance],
+                                  timeout: TIMEOUT)
+    assert_equal %w[sports cooking], predictions.map { |prediction| prediction["label"] }
+  end
+
+  def test_a_finished_result_is_deleted_by_the_read_that_returns_it_unless_kept
+    kept = client.enqueue_embed(["keep me"], priority: 3)
+    assert_equal 384, client.wait(kept, timeout: TIMEOUT, keep: true)["dim"]
+    assert redis.exists?("celery-task-meta-#{kept}")
+    assert_equal "SUCCESS", client.state(kept)
+    client.wait(kept, timeout: TIMEOUT)
+    refute redis.exists?("celery-task-meta-#{kept}")
+  end
+
+  def test_invalid_input_raises_task_failed_with_the_workers_message_and_leaves_nothing
+    error = assert_raises(InferenceTasks::TaskFailed) { client.embed([42], timeout: TIMEOUT) }
+    assert_equal "InvalidInput", error.remote_type
+    assert_includes error.message, "texts[0] must be a string, got a number (42)"
+    refute redis.exists?("celery-task-meta-#{error.task_id}")
+  end
+
+  def test_waiting_on_a_task_that_never_finishes_times_out
+    error = assert_raises(InferenceTasks::Timeout) { client.wait(SecureRandom.uuid, timeout: 0.3) }
+    assert_includes error.message, "did not finish within 0.3 s"
+  end
+
+  def test_a_full_queue_refuses_with_queue_full_and_pushes_nothing
+    queue = idle_queue
+    bounded = client(max_queue_depth: 2)
+    2.times { bounded.enqueue_embed(["waits"], queue: queue, priority: 4) }
+    error = assert_raises(InferenceTasks::QueueFull) { bounded.enqueue_embed(["one too many"], queue: queue) }
+    assert_equal [queue, 2, 2], [error.queue, error.depth, error.limit]
+    assert_equal 2, bounded.queue_depth(queue)
+    assert_equal 2, redis.llen("#{queue}:4")
+  ensure
+    redis.del(queue, "#{queue}:4")
+  end
+
+  def test_a_head_trained_from_ruby_classifies
+    path = File.expand_path("../../../data/support_tickets.jsonl", __dir__)
+    rows = File.readlines(path).map { |line| JSON.parse(line) }
+    trained = client.wait(client.enqueue_train_classifier("minitest-trained", rows.map { |r| r["text"] },
+                                                          rows.map { |r| r["label"] }), timeout: 300)
+    assert_operator trained["metrics"]["held_out_accuracy"], :>=, 0.9
+    labels = client.wait(client.enqueue_classify_with("minitest-trained",
+                                                      ["My parcel never arrived and tracking is broken."],
+                                                      version: trained["version"]), timeout: TIMEOUT)
+    assert_equal ["shipping"], labels.map { |prediction| prediction["label"] }
+  end
+end
