@@ -14,9 +14,13 @@ require_relative "inference_tasks/wire"
 require_relative "inference_tasks/client"
 
 module InferenceTasks
+  # The public constants of the single-file client, kept for code that used them.
   DEFAULT_QUEUE = Wire::DEFAULT_QUEUE
   TRAINING_QUEUE = Wire::TRAINING_QUEUE
   PRIORITIES = Wire::PRIORITIES
+  RESULT_KEY_PREFIX = Wire::RESULT_KEY_PREFIX
+  READY_STATES = Wire::READY_STATES
+  ENCODINGS = Wire::ENCODINGS
 
   # Little-endian float32 vectors, base64 (inference.embed with encoding: "f32-base64"): one Array per text.
   def self.decode_vectors(base64, dim)

@@ -42,6 +42,20 @@ class ReplyTest < Minitest::Test
     redis.del("celery-task-meta-#{id}") if id
   end
 
+  def test_a_message_the_workers_refuse_unread_still_replies_with_the_reason
+    queue = "minitest-replies-#{SecureRandom.hex(4)}"
+    id = SecureRandom.uuid
+    message = InferenceTasks::Wire.message("inference.embed", [["x"]], {}, id, "inference", 0,
+                                           { active_job: { class: "EmbeddingReadyJob", queue: queue } })
+    message["body"] = "not base64 JSON!"
+    redis.lpush("inference", JSON.generate(message))
+    outcome = reply_job(queue)["args"][0]["arguments"][0]
+    assert_equal [id, "FAILURE", "MalformedMessage"], [outcome["task_id"], outcome["state"], outcome["error"]["type"]]
+    assert_includes outcome["error"]["message"], "body"
+  ensure
+    redis.del("celery-task-meta-#{id}")
+  end
+
   def test_a_plain_sidekiq_reply_carries_the_outcome_as_its_only_argument
     queue = "minitest-replies-#{SecureRandom.hex(4)}"
     id = client.enqueue_classify(["I was charged twice"], %w[billing shipping],
