@@ -7,12 +7,13 @@ this one is small, and sets the thread variables before torch loads.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 _model = None
 
 
-def start(model_name: str, pinned_threads: int) -> None:
-    """Pool initializer: pin every native pool, then load and warm up the model."""
+def start(model_name: str, pinned_threads: int, backend: str = "torch", cache: str | None = None) -> None:
+    """Pool initializer: pin every native pool, then load (compile, for OpenVINO) and warm up the model."""
     global _model
     from inference_tasks.worker import threads
 
@@ -24,7 +25,9 @@ def start(model_name: str, pinned_threads: int) -> None:
 
     threads.limit_loaded_pools(pinned_threads)
     holder = ModelHolder()
-    holder.load(model_name, "cpu")
+    holder.load(model_name, "cpu", backend=backend, cache=Path(cache) if cache else None)
+    if backend == "openvino" and holder.embedder is not None:
+        holder.embedder.compile(pinned_threads)  # type: ignore[attr-defined]
     holder.warm_up()
     _model = holder.get()
 

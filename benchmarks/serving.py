@@ -9,7 +9,10 @@ drift of this shared machine hits all alike, on the same seeded 64-sentence batc
 - celery-unpinned: our prefork worker with INFERENCE_PIN_THREADS=false (the oversubscribed control);
 - celery: our prefork worker as shipped (concurrency = cores, pinned, model preloaded);
 - celery-adaptive: the same with INFERENCE_ADAPTIVE_THREADS=true (idle siblings' cores lent);
-- ceiling: cores x 1-thread processes calling encode directly, no transport at all.
+- ceiling: cores x 1-thread processes calling encode directly, no transport at all;
+- celery-openvino / ceiling-openvino: the same two with INFERENCE_BACKEND=openvino (the model
+  exported once at the start), compared with torch in their own alternated section, plus one-text
+  tasks micro-batched by the OpenVINO worker, per-child memory and fork-to-ready times.
 
 Closed-loop producers (each waits for its answer, then sends the next) at each level; then the
 oversubscription runs (per-request native threads forced to what default threading gives on
@@ -17,6 +20,7 @@ bigger hosts) and single-producer latency. Prints tables and the ratios; writes 
 
     .venv/bin/python benchmarks/serving.py                 # the documented run, ~8 minutes here
     .venv/bin/python benchmarks/serving.py --quick         # a smoke run of every code path
+    .venv/bin/python benchmarks/serving.py --runtimes-only # torch vs OpenVINO only (~3 minutes)
 """
 
 from __future__ import annotations
@@ -40,14 +44,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import ceiling
-from inference_tasks.config import DEFAULT_MODEL
+from inference_tasks.config import DEFAULT_MODEL, Settings
 from inference_tasks.cores import available_cores
+from inference_tasks.ops.export import export_openvino
 from inference_tasks.routing import EMBED_TASK
 from tests.support import localstack
 
@@ -55,6 +61,7 @@ RESULT_TIMEOUT_S = 600
 SERVICE_START_TIMEOUT_S = 180
 SAMPLE_INTERVAL_S = 0.1
 DATA = localstack.REPO_ROOT / "data" / "support_tickets.jsonl"
+DEFAULT_OUT = localstack.REPO_ROOT / "benchmarks" / "results" / "serving.json"
 Client = Callable[[list[str]], None]
 
 
@@ -156,9 +163,10 @@ class CeleryTarget(Target):
         pinned: bool,
         threads: int | None = None,
         adaptive: bool = False,
+        **settings: object,
     ) -> None:
         self.name = name
-        options: dict[str, object] = {"concurrency": cores, "pin_threads": str(pinned).lower()}
+        options: dict[str, object] = {"concurrency": cores, "pin_threads": str(pinned).lower(), **settings}
         if adaptive:
             options["adaptive_threads"] = "true"
         if threads is not None:
@@ -173,12 +181,17 @@ class CeleryTarget(Target):
     def wait_ready(self) -> None:
         self.worker.wait_ready()
 
+    # Result encoding the producers ask for: None is the JSON default; "f32-base64" a quarter of the bytes.
+    encoding: str | None = None
+
     def client(self) -> Client:
         app = localstack.producer_app(self.worker.redis_url)
+        kwargs = {"encoding": self.encoding} if self.encoding else {}
 
         def call(batch: list[str]) -> None:
-            result = app.send_task(EMBED_TASK, args=[batch]).get(timeout=RESULT_TIMEOUT_S)
-            if len(result["embeddings"]) != len(batch):
+            result = app.send_task(EMBED_TASK, args=[batch], kwargs=kwargs).get(timeout=RESULT_TIMEOUT_S)
+            count = result["count"] if self.encoding else len(result["embeddings"])
+            if count != len(batch):
                 raise RuntimeError(f"{self.name}: wrong number of vectors")
 
         return call
@@ -190,14 +203,14 @@ class CeleryTarget(Target):
 class CeilingTarget(Target):
     """`cores` spawned processes x 1 thread, each calling encode on whole batches (benchmarks/ceiling.py)."""
 
-    def __init__(self, name: str, cores: int) -> None:
+    def __init__(self, name: str, cores: int, backend: str = "torch", cache: Path | None = None) -> None:
         self.name = name
         self.cores = cores
         self.pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=cores,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=ceiling.start,
-            initargs=(DEFAULT_MODEL, 1),
+            initargs=(DEFAULT_MODEL, 1, backend, str(cache) if cache else None),
         )
         self._pids: list[int] = []
 
@@ -433,11 +446,18 @@ def main() -> None:
     parser.add_argument("--low-load-requests", type=int, default=6, help="sequential requests, one producer")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="smoke size: every path, a few tiny requests")
-    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "serving.json")
+    parser.add_argument("--runtimes-only", action="store_true", help="only the torch vs OpenVINO section")
+    parser.add_argument("--runtime-rounds", type=int, default=3, help="alternated rounds of the runtime section")
+    parser.add_argument("--one-text-tasks", type=int, default=1024, help="one-text tasks in the burst")
+    parser.add_argument(
+        "--runtime-encoding", default="f32-base64", help="result encoding in the runtime section ('' for JSON)"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     if args.quick:
         args.levels, args.requests, args.requests_40, args.batch = "2", 4, 4, 4
         args.oversub, args.oversub_requests, args.low_load_requests = "3", 2, 2
+        args.runtime_rounds, args.one_text_tasks = 1, 16
     stop_cleanly_on_term()
     levels = [int(level) for level in args.levels.split(",")]
     oversub = [int(t) for t in args.oversub.split(",") if t.strip()]
@@ -448,23 +468,24 @@ def main() -> None:
     redis_process = psutil.Process(server.process.pid)
     databases = itertools.count(1)
     targets: dict[str, Target] = {}
+    main_rows: list[dict] = []
+    oversub_rows: list[dict] = []
+    low_rows: list[dict] = []
+    runtime: dict = {}
     try:
-        # Everything starts at once (imports overlap), then idles while the others run.
-        targets["http-default"] = HttpTarget("http-default", None, work)
-        targets["http-pinned"] = HttpTarget("http-pinned", 1, work)
-        targets["celery-unpinned"] = CeleryTarget(
-            "celery-unpinned", server.url(next(databases)), work, cores, False, None
-        )
+        cache = work / "models"
+        export = export_openvino(Settings(model_cache=str(cache)))
+        print(f"OpenVINO export in {export.seconds:.1f} s", flush=True)
         targets["celery"] = CeleryTarget("celery", server.url(next(databases)), work, cores, True)
-        targets["celery-adaptive"] = CeleryTarget(
-            "celery-adaptive", server.url(next(databases)), work, cores, True, adaptive=True
+        targets["celery-openvino"] = CeleryTarget(
+            "celery-openvino", server.url(next(databases)), work, cores, True, backend="openvino", model_cache=cache
         )
-        for threads in oversub:
-            name = f"http-default-{threads}t"
-            targets[name] = HttpTarget(name, threads, work)
-            name = f"celery-unpinned-{threads}t"
-            targets[name] = CeleryTarget(name, server.url(next(databases)), work, cores, False, threads)
         targets["ceiling"] = CeilingTarget("ceiling", cores)
+        targets["ceiling-openvino"] = CeilingTarget("ceiling-openvino", cores, "openvino", cache)
+        if args.runtimes_only:
+            oversub = []
+        else:
+            start_http_and_torch_variants(targets, server, databases, work, cores, oversub)
         for target in targets.values():
             target.wait_ready()
         warm = make_batches(cores * 2, args.batch, seed=args.seed + 1)
@@ -472,51 +493,9 @@ def main() -> None:
             run(target, warm, cores * 2, None)
         startup_s = time.perf_counter() - started
         print(f"{len(targets)} configurations up and warm in {startup_s:.0f} s on {cores} cores", flush=True)
-
-        main_configs = ["http-default", "http-pinned", "celery-unpinned", "celery", "ceiling"]
-        main_rows = []
-        for shift, level in enumerate(levels):
-            count = args.requests_40 if level >= 40 else args.requests
-            batches = make_batches(count, args.batch, args.seed)
-            # The adaptive-threads experiment only where it matters: the first level and low load.
-            configs = main_configs + (["celery-adaptive"] if shift == 0 else [])
-            rounds = args.rounds if shift == 0 else 1
-            parts: dict[str, list[dict]] = {name: [] for name in configs}
-            for round_index in range(rounds):
-                # Rotated at each level and reversed every other round: no configuration always
-                # runs first or last while the machine drifts.
-                order = rotated(configs, shift + round_index)
-                for name in order if round_index % 2 == 0 else order[::-1]:
-                    redis = redis_process if name.startswith("celery") else None
-                    parts[name].append(run(targets[name], batches, level, redis))
-                    rate = parts[name][-1]["requests"] / parts[name][-1]["wall_s"]
-                    print(f"  {name} at {level} producers: {rate:.2f} req/s", flush=True)
-            main_rows += [combine(parts[name]) for name in configs]
-        add_ratios(main_rows)
-        order = [*main_configs, "celery-adaptive"]
-        main_rows.sort(key=lambda row: (row["producers"], order.index(row["config"])))
-        print_table(f"Main comparison ({args.batch} sentences per request)", main_rows)
-
-        oversub_rows = []
-        if oversub:
-            batches = make_batches(args.oversub_requests, args.batch, args.seed)
-            level = levels[0]
-            names = ["http-default", "celery", "http-pinned", "celery-unpinned"]
-            names += [f"{kind}-{t}t" for t in oversub for kind in ("http-default", "celery-unpinned")]
-            for name in names:
-                redis = redis_process if name.startswith("celery") else None
-                oversub_rows.append(combine([run(targets[name], batches, level, redis)]))
-                print(f"  {name} at {level} producers: {oversub_rows[-1]['requests_per_s']:.2f} req/s", flush=True)
-            add_ratios(oversub_rows)
-            print_table(f"Oversubscription: forced per-request threads, {level} producers", oversub_rows)
-
-        low_rows = []
-        batches = make_batches(args.low_load_requests, args.batch, args.seed)
-        for name in ("http-default", "http-pinned", "celery", "celery-unpinned", "celery-adaptive", "ceiling"):
-            redis = redis_process if name.startswith("celery") else None
-            low_rows.append(combine([run(targets[name], batches, 1, redis)]))
-        add_ratios(low_rows)
-        print_table("Low load: one producer, one request at a time", low_rows)
+        runtime = runtimes_section(targets, args, levels[0], redis_process)
+        if not args.runtimes_only:
+            main_rows, oversub_rows, low_rows = torch_sections(targets, args, levels, oversub, redis_process)
     finally:
         for target in targets.values():
             try:
@@ -527,14 +506,19 @@ def main() -> None:
         server.process.wait(timeout=10)
 
     summary = summarise(main_rows, oversub_rows, low_rows, levels[0])
+    summary["lines"] += runtime.get("lines", [])
+    summary["figures"].update(runtime.get("figures", {}))
     print("\nTargets and ratios (same run):")
     for line in summary["lines"]:
         print(f"  {line}")
     total_s = time.perf_counter() - started
     print(f"\ntotal {total_s:.0f} s")
-    errors = sum(row["errors"] for row in [*main_rows, *oversub_rows, *low_rows])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
+    errors = sum(len(row["errors"]) if isinstance(row["errors"], list) else row["errors"]
+                 for row in [*main_rows, *oversub_rows, *low_rows, *runtime.get("rows", [])])  # fmt: skip
+    errors += runtime.get("one_text", {}).get("errors", 0)
+    out = args.out if not args.runtimes_only or args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("runtimes.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
         json.dumps(
             {
                 "command": " ".join(["benchmarks/serving.py", *sys.argv[1:]]),
@@ -547,15 +531,169 @@ def main() -> None:
                 "main": main_rows,
                 "oversubscription": oversub_rows,
                 "low_load": low_rows,
+                "runtimes": runtime,
                 "summary": summary,
             },
             indent=2,
         )
         + "\n"
     )
-    print(f"results: {args.out}")
+    print(f"results: {out}")
     if errors:
         sys.exit(f"{errors} requests failed")
+
+
+def start_http_and_torch_variants(
+    targets: dict[str, Target], server: Any, databases: Any, work: Path, cores: int, oversub: list[int]
+) -> None:
+    """Everything of the main comparison besides celery and ceiling (started at once: imports overlap)."""
+    targets["http-default"] = HttpTarget("http-default", None, work)
+    targets["http-pinned"] = HttpTarget("http-pinned", 1, work)
+    targets["celery-unpinned"] = CeleryTarget("celery-unpinned", server.url(next(databases)), work, cores, False, None)
+    targets["celery-adaptive"] = CeleryTarget(
+        "celery-adaptive", server.url(next(databases)), work, cores, True, adaptive=True
+    )
+    for threads in oversub:
+        name = f"http-default-{threads}t"
+        targets[name] = HttpTarget(name, threads, work)
+        name = f"celery-unpinned-{threads}t"
+        targets[name] = CeleryTarget(name, server.url(next(databases)), work, cores, False, threads)
+
+
+def torch_sections(
+    targets: dict[str, Target], args: argparse.Namespace, levels: list[int], oversub: list[int], redis_process: Any
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """The main comparison (HTTP vs Celery vs ceiling, torch), oversubscription, and low load."""
+    main_configs = ["http-default", "http-pinned", "celery-unpinned", "celery", "ceiling"]
+    main_rows = []
+    for shift, level in enumerate(levels):
+        count = args.requests_40 if level >= 40 else args.requests
+        batches = make_batches(count, args.batch, args.seed)
+        # The adaptive-threads experiment only where it matters: the first level and low load.
+        configs = main_configs + (["celery-adaptive"] if shift == 0 else [])
+        rounds = args.rounds if shift == 0 else 1
+        parts: dict[str, list[dict]] = {name: [] for name in configs}
+        for round_index in range(rounds):
+            # Rotated at each level and reversed every other round: no configuration always
+            # runs first or last while the machine drifts.
+            order = rotated(configs, shift + round_index)
+            for name in order if round_index % 2 == 0 else order[::-1]:
+                redis = redis_process if name.startswith("celery") else None
+                parts[name].append(run(targets[name], batches, level, redis))
+                rate = parts[name][-1]["requests"] / parts[name][-1]["wall_s"]
+                print(f"  {name} at {level} producers: {rate:.2f} req/s", flush=True)
+        main_rows += [combine(parts[name]) for name in configs]
+    add_ratios(main_rows)
+    order = [*main_configs, "celery-adaptive"]
+    main_rows.sort(key=lambda row: (row["producers"], order.index(row["config"])))
+    print_table(f"Main comparison ({args.batch} sentences per request)", main_rows)
+
+    oversub_rows = []
+    if oversub:
+        batches = make_batches(args.oversub_requests, args.batch, args.seed)
+        level = levels[0]
+        names = ["http-default", "celery", "http-pinned", "celery-unpinned"]
+        names += [f"{kind}-{t}t" for t in oversub for kind in ("http-default", "celery-unpinned")]
+        for name in names:
+            redis = redis_process if name.startswith("celery") else None
+            oversub_rows.append(combine([run(targets[name], batches, level, redis)]))
+            print(f"  {name} at {level} producers: {oversub_rows[-1]['requests_per_s']:.2f} req/s", flush=True)
+        add_ratios(oversub_rows)
+        print_table(f"Oversubscription: forced per-request threads, {level} producers", oversub_rows)
+
+    low_rows = []
+    batches = make_batches(args.low_load_requests, args.batch, args.seed)
+    for name in ("http-default", "http-pinned", "celery", "celery-unpinned", "celery-adaptive", "ceiling"):
+        redis = redis_process if name.startswith("celery") else None
+        low_rows.append(combine([run(targets[name], batches, 1, redis)]))
+    add_ratios(low_rows)
+    print_table("Low load: one producer, one request at a time", low_rows)
+    return main_rows, oversub_rows, low_rows
+
+
+RUNTIME_CONFIGS = ["celery", "celery-openvino", "ceiling", "ceiling-openvino"]
+CHILD_READY = re.compile(r"child ready ([\d.]+) s after fork")
+PRELOADED = re.compile(r"model preloaded in the main process in ([\d.]+) s")
+
+
+def runtimes_section(targets: dict[str, Target], args: argparse.Namespace, level: int, redis_process: Any) -> dict:
+    """torch vs OpenVINO, through Celery and in-process, alternated on the same 64-text batches; then
+    one-text tasks micro-batched by the OpenVINO worker; per-child memory and fork-to-ready times."""
+    batches = make_batches(args.requests, args.batch, args.seed)
+    for name in ("celery", "celery-openvino"):  # both alike: compact results, as a bulk producer asks
+        targets[name].encoding = args.runtime_encoding  # type: ignore[attr-defined]
+    parts: dict[str, list[dict]] = {name: [] for name in RUNTIME_CONFIGS}
+    for round_index in range(args.runtime_rounds):
+        order = rotated(RUNTIME_CONFIGS, round_index)
+        for name in order if round_index % 2 == 0 else order[::-1]:
+            redis = redis_process if name.startswith("celery") else None
+            parts[name].append(run(targets[name], batches, level, redis))
+            print(f"  {name} at {level} producers: {sentences_per_s(parts[name][-1]):.0f} sentences/s", flush=True)
+    rows = [combine(parts[name]) for name in RUNTIME_CONFIGS]
+    for row in rows:
+        row["sentences_per_s"] = row["requests_per_s"] * args.batch
+    encoding = args.runtime_encoding or "json"
+    print_table(
+        f"Runtimes: torch vs OpenVINO ({args.batch} sentences per request, {level} producers, {encoding})", rows
+    )
+    by_name = {row["config"]: row for row in rows}
+    from benchmarks.microbatch import burst as microbatch_burst  # it imports this module
+
+    openvino_worker = targets["celery-openvino"].worker  # type: ignore[attr-defined]
+    texts = [json.loads(line)["text"] for line in DATA.open()]
+    one_texts = [texts[i % len(texts)] for i in range(args.one_text_tasks)]
+    one_text = microbatch_burst(openvino_worker, one_texts, level)
+    one_text["sentences_per_s"] = one_text["tasks"] / one_text["wall_s"]
+    children = {name: child_facts(targets[name]) for name in ("celery", "celery-openvino")}  # type: ignore[arg-type]
+    rate = {name: row["sentences_per_s"] for name, row in by_name.items()}
+    figures = {
+        "openvino_vs_torch_celery": rate["celery-openvino"] / rate["celery"],
+        "openvino_celery_vs_ceiling": rate["celery-openvino"] / rate["ceiling-openvino"],
+        "openvino_vs_torch_ceiling": rate["ceiling-openvino"] / rate["ceiling"],
+        "openvino_one_text_vs_batched": one_text["sentences_per_s"] / rate["celery-openvino"],
+    }
+    lines = [
+        f"celery-openvino / celery (torch): {figures['openvino_vs_torch_celery']:.2f}x sentences/s (target >= 2.5)",
+        f"celery-openvino / ceiling-openvino: {figures['openvino_celery_vs_ceiling']:.3f} (target >= 0.95)",
+        f"ceiling-openvino / ceiling (torch): {figures['openvino_vs_torch_ceiling']:.2f}x",
+        f"one-text tasks micro-batched on OpenVINO: {one_text['sentences_per_s']:.0f} sentences/s, "
+        f"{figures['openvino_one_text_vs_batched']:.2f}x the {args.batch}-text batches (target >= 0.6)",
+    ]
+    for name, facts in children.items():
+        lines.append(
+            f"{name}: children RSS {', '.join(f'{mib:.0f}' for mib in facts['rss_mib'])} MiB, "
+            f"fork to ready {', '.join(f'{s:.2f}' for s in facts['ready_s'])} s, model preload in the main "
+            f"process {', '.join(f'{s:.2f}' for s in facts['preload_s'])} s, precision {facts['precision']}"
+        )
+    one_text.pop("latencies", None)
+    for name in ("celery", "celery-openvino"):
+        targets[name].encoding = None  # type: ignore[attr-defined]
+    return {
+        "encoding": encoding,
+        "rows": rows,
+        "one_text": one_text,
+        "children": children,
+        "figures": figures,
+        "lines": lines,
+    }
+
+
+def sentences_per_s(part: dict) -> float:
+    return part["sentences"] / part["wall_s"]
+
+
+def child_facts(target: CeleryTarget) -> dict:
+    """Each child's RSS and precision (the workers' own report) and fork-to-ready times (their log)."""
+    from inference_tasks.worker.control import COMMAND
+
+    [reply] = target.worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
+    [report] = reply.values()
+    return {
+        "rss_mib": [child["rss_bytes"] / 2**20 for child in report["children"]],
+        "precision": sorted({child["precision"] or "?" for child in report["children"]}),
+        "ready_s": [float(ready) for ready in CHILD_READY.findall(target.worker.log())],
+        "preload_s": [float(seconds) for seconds in PRELOADED.findall(target.worker.log())],
+    }
 
 
 def summarise(main_rows: list[dict], oversub_rows: list[dict], low_rows: list[dict], level: int) -> dict:

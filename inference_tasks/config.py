@@ -7,6 +7,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from inference_tasks import devices
@@ -86,6 +87,14 @@ DEFAULT_MAX_TRAIN_TEXTS = 20_000
 DEFAULT_MIN_EXAMPLES_PER_LABEL = 4
 DEFAULT_MAX_CORPUS_TEXTS = 200_000
 DEFAULT_CORPUS_EXPIRES_S = 86_400
+# The runtime that runs the model's forward pass. torch: sentence-transformers on PyTorch. openvino:
+# the same model exported once to OpenVINO IR (`inference-tasks export-model --backend openvino`),
+# tokenized and pooled exactly as sentence-transformers does (worker/openvino_model.py); 2.3-4x the
+# sentences per core measured here (docs/benchmarks.md). CPU only.
+BACKENDS = ("torch", "openvino")
+# auto: OpenVINO's own choice for the CPU (bf16 where the CPU has native bf16: AVX512_BF16 or AMX,
+# f32 elsewhere); f32 forces full precision (vectors then match torch's to ~1e-7).
+OPENVINO_PRECISIONS = ("auto", "f32")
 # "auto": a prefork worker is the inference profile (one native thread per child), any other pool
 # the trainer; set "trainer" to run the trainer as a single prefork child (time limits enforced).
 PROFILES = ("auto", "inference", "trainer")
@@ -111,6 +120,11 @@ class Settings:
     encode_batch_size_cuda: int = DEFAULT_ENCODE_BATCH_SIZE_CUDA
     # float16 / bfloat16 halve a CUDA child's weights and speed up its passes; never on CPU.
     cuda_dtype: str = DEFAULT_CUDA_DTYPE
+    backend: str = "torch"
+    openvino_precision: str = "auto"
+    # Where `export-model` writes (and workers read) exported models; unset: the user's cache
+    # directory ($XDG_CACHE_HOME or ~/.cache)/inference_tasks.
+    model_cache: str | None = None
     profile: str = "auto"
     concurrency: int = field(default_factory=available_cores)
     trainer_threads: int = field(default_factory=available_cores)
@@ -163,6 +177,14 @@ class Settings:
             raise ConfigError(f"{ENV_PREFIX}DEVICE must be cpu, cuda, cuda:N or auto, got {self.device!r}")
         if self.cuda_dtype not in devices.DTYPES:
             raise ConfigError(f"{ENV_PREFIX}CUDA_DTYPE must be one of {devices.DTYPES}, got {self.cuda_dtype!r}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"{ENV_PREFIX}BACKEND must be one of {BACKENDS}, got {self.backend!r}")
+        if self.openvino_precision not in OPENVINO_PRECISIONS:
+            raise ConfigError(
+                f"{ENV_PREFIX}OPENVINO_PRECISION must be one of {OPENVINO_PRECISIONS}, got {self.openvino_precision!r}"
+            )
+        if self.backend == "openvino" and self.device != devices.CPU:
+            raise ConfigError(f"{ENV_PREFIX}BACKEND=openvino runs on the CPU only: set {ENV_PREFIX}DEVICE=cpu")
         for name in (
             "concurrency",
             "children_per_gpu",
@@ -221,6 +243,14 @@ class Settings:
                 f"of {ENV_PREFIX}VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}), or a slow renewal lets "
                 "Redis hand a running task to a second worker"
             )
+
+    @property
+    def model_cache_dir(self) -> Path:
+        """Where exported models live (INFERENCE_MODEL_CACHE, else the user's cache directory)."""
+        if self.model_cache:
+            return Path(self.model_cache).expanduser()
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        return Path(base) / "inference_tasks"
 
     @property
     def redacted_redis_url(self) -> str:

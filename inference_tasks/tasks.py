@@ -93,6 +93,8 @@ def classify(
             f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
             f"{head.model!r}, but this worker serves {model.name!r}; train it again on this model"
         )
+    if problem := head.runtime_problem(model.backend):
+        raise InvalidInput(f"{CLASSIFY_TASK}: {problem}")
     probabilities = head.probabilities(HOLDER.encode_for(self.request.id, texts, True))
     return [predictions(head.labels, row.tolist()) for row in probabilities]
 
@@ -141,6 +143,9 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "model": model.name if model else None,
         "model_error": HOLDER.error,
         "device": model.device if model else None,
+        "backend": model.backend if model else self.app.settings.backend,
+        "precision": model.precision if model else None,
+        "runtime_threads": model.threads if model else None,
         "encode_batch_size": getattr(model, "batch_size", None),
         "gpu_memory": gpu.gpu_memory(model.device) if model else None,
         "mps_active": gpu.mps_active(),

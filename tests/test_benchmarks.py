@@ -86,6 +86,13 @@ def test_serving_harness_runs_every_configuration(tmp_path):
     assert oversub["celery-unpinned-3t"]["peak_os_threads"] > oversub["celery"]["peak_os_threads"]
     assert oversub["http-default-3t"]["peak_os_threads"] > oversub["http-pinned"]["peak_os_threads"]
     assert "celery_vs_ceiling" in report["summary"]["figures"]
+    runtimes = report["runtimes"]
+    assert {row["config"] for row in runtimes["rows"]} == {"celery", "celery-openvino", "ceiling", "ceiling-openvino"}
+    assert all(row["sentences_per_s"] > 0 for row in runtimes["rows"])
+    assert runtimes["one_text"]["tasks"] == 16 and runtimes["one_text"]["errors"] == 0
+    assert runtimes["children"]["celery-openvino"]["precision"] in (["bf16"], ["f32"])
+    assert len(runtimes["children"]["celery-openvino"]["ready_s"]) >= 2
+    assert "openvino_vs_torch_celery" in report["summary"]["figures"]
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from test_operations import exporter, scrape
 
 from tests.support.localstack import REPO_ROOT
 
-COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classify")
+COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classify", "export-model")
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,9 @@ def test_status_and_metrics_work_from_a_plain_install(installed, fresh_redis_url
     with exporter(url, command=(str(installed / "inference-tasks"),), cwd=installed) as port:
         metrics = scrape(port)
     assert metrics[("inference_redis_up", ())] == 1
+    # The OpenVINO runtime is an extra: without it, export-model says how to install it.
+    export = run(installed, "export-model", "--backend", "openvino")
+    assert export.returncode == 1 and "inference-tasks[openvino]" in export.stderr, export.stderr
     doctor = run(installed, "doctor", "--skip-model", REDIS_URL=url)
     assert "OK  redis: reachable" in doctor.stdout, doctor.stdout + doctor.stderr
     assert "workers: no worker answered" in doctor.stdout  # it ran every check and found no worker

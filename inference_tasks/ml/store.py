@@ -19,6 +19,10 @@ from inference_tasks.broker.keys import CLASSIFIER_NAMES_KEY
 from inference_tasks.broker.keys import classifier_key as _key
 from inference_tasks.codec import decode_vectors, encode_vectors
 
+# Runtimes whose vectors for the same model agree within the accuracy gate (cosine >= 0.999, label
+# agreement >= 99 %; measured >= 0.9999): a head trained with one serves on any other.
+INTERCHANGEABLE_RUNTIMES = frozenset({"torch", "openvino"})
+
 # Stores version N and moves `latest` forward only: two trainings of one name finishing out of
 # order never point `latest` back at the older head.
 _SAVE_HEAD = """
@@ -46,6 +50,20 @@ class ClassifierHead:
     metrics: dict[str, Any] = field(default_factory=dict)
     version: int = 0
     created_at: float = field(default_factory=time.time)
+    # The runtime and precision that embedded its training texts (heads stored before this field
+    # existed were all torch f32). Vectors of every runtime in INTERCHANGEABLE_RUNTIMES agree to a
+    # cosine of 0.9999 or better (tests/test_openvino.py), so a head trained on one serves on the other.
+    backend: str = "torch"
+    precision: str | None = "f32"
+
+    def runtime_problem(self, backend: str) -> str | None:
+        """Why this head cannot classify vectors from `backend`, or None when it can."""
+        if {self.backend, backend} <= INTERCHANGEABLE_RUNTIMES:
+            return None
+        return (
+            f"classifier {self.name!r} v{self.version} was trained on {self.backend} embeddings, whose vectors are "
+            f"not known to match this worker's {backend} ones; train it again on this worker"
+        )
 
     def probabilities(self, embeddings: np.ndarray) -> np.ndarray:
         """Softmax over the labels, one row per embedding."""
@@ -66,6 +84,8 @@ class ClassifierHead:
                 "bias": encode_vectors(self.bias),
                 "metrics": self.metrics,
                 "created_at": self.created_at,
+                "backend": self.backend,
+                "precision": self.precision,
             }
         )
 
@@ -82,6 +102,8 @@ class ClassifierHead:
             metrics=record["metrics"],
             version=record["version"],
             created_at=record["created_at"],
+            backend=record.get("backend", "torch"),
+            precision=record.get("precision", "f32"),
         )
 
 

@@ -147,7 +147,15 @@ def train_classifier(
         lambda epoch: report_progress(self, "training", epoch, TRAIN_EPOCHS),
     )
     fitted = time.perf_counter()
-    head = store.ClassifierHead(name=name, model=model.name, labels=names, weights=weights, bias=bias)
+    head = store.ClassifierHead(
+        name=name,
+        model=model.name,
+        labels=names,
+        weights=weights,
+        bias=bias,
+        backend=model.backend,
+        precision=model.precision,
+    )
     zero_shot = embeddings[test] @ HOLDER.label_embeddings(names).T
     head.metrics = {
         "held_out_accuracy": accuracy(head.probabilities(embeddings[test]).argmax(axis=1), targets[test]),
@@ -163,7 +171,15 @@ def train_classifier(
         "threads": CHILD.threads,
     }
     version = store.save_head(broker_redis(settings), head)
-    return {"name": name, "version": version, "model": model.name, "labels": names, "metrics": head.metrics}
+    return {
+        "name": name,
+        "version": version,
+        "model": model.name,
+        "backend": head.backend,
+        "precision": head.precision,
+        "labels": names,
+        "metrics": head.metrics,
+    }
 
 
 @shared_task(name=EMBED_CORPUS_TASK, bind=True, throws=(InvalidInput,))

@@ -96,6 +96,23 @@ def metrics(address: str, port: int, timeout: float) -> None:
     serve(_app(), address, port, timeout)
 
 
+@main.command("export-model")
+@click.option("--backend", type=click.Choice(["openvino"]), required=True, help="The runtime to export for.")
+@click.option("--force", is_flag=True, help="Export again even if a complete export exists.")
+def export_model(backend: str, force: bool) -> None:
+    """Export INFERENCE_MODEL for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
+    INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
+    from inference_tasks.config import load_settings
+    from inference_tasks.ops.export import export_openvino
+    from inference_tasks.worker.openvino_model import runtime_missing
+
+    if problem := runtime_missing():
+        raise click.ClickException(problem)
+    done = export_openvino(load_settings(), force=force)
+    verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
+    click.echo(f"{backend}: {verb}: {done.path}")
+
+
 def _bulk_options(function: Any) -> Any:
     function = click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))(function)
     function = click.option(

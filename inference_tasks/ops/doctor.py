@@ -105,6 +105,7 @@ def host_verdicts(replies: dict[str, dict[str, Any]]) -> list[HostVerdict]:
                 "os_threads_per_child": [child["os_threads"] for child in children],
                 "compute_threads_total": sum(per_child),
                 "devices": [_device_label(child) for child in children],
+                "runtime": runtime_label(report),
                 "mps_active": bool(report.get("mps_active")),
                 "main_cuda_initialized": bool(report["main"].get("cuda_initialized")),
                 "os_threads_total": sum(child["os_threads"] for child in children) + report["main"]["os_threads"],
@@ -114,6 +115,12 @@ def host_verdicts(replies: dict[str, dict[str, Any]]) -> list[HostVerdict]:
         if host.verdict == OVERSUBSCRIBED:
             host.fixes = _fixes(host, replies)
     return list(hosts.values())
+
+
+def runtime_label(report: dict[str, Any]) -> str:
+    """The model runtime and the precision its children compute in, e.g. "openvino bf16"."""
+    precisions = sorted({child.get("precision") or "?" for child in report["children"]}) or ["?"]
+    return f"{report.get('backend', 'torch')} {'/'.join(precisions)}"
 
 
 def _device_label(child: dict[str, Any]) -> str:
@@ -176,13 +183,20 @@ def check_model(settings: Settings) -> Check:
     threads.set_offline_env(os.environ)
     started = time.perf_counter()
     try:
-        from inference_tasks.worker.models import SentenceTransformerEmbedder, resolve_model_path
+        from inference_tasks.worker.models import make_embedder
 
-        embedder = SentenceTransformerEmbedder(settings.model, resolve_model_path(settings.model), "cpu")
+        embedder = make_embedder(
+            settings.model, "cpu", settings.backend, settings.model_cache_dir, settings.openvino_precision
+        )
         dim = len(embedder.encode(["doctor"], normalize=True)[0])
     except Exception as error:  # noqa: BLE001 - any failure to load is the finding
-        return Check("model", False, f"{settings.model} failed to load: {error}", f"fix {ENV_PREFIX}MODEL")
-    return Check("model", True, f"{embedder.name} loads ({dim} dims, {time.perf_counter() - started:.1f} s here)")
+        fix = f"fix {ENV_PREFIX}MODEL"
+        if settings.backend == "openvino":
+            fix += " or run `inference-tasks export-model --backend openvino` (and install the openvino extra)"
+        return Check("model", False, f"{settings.model} failed to load ({settings.backend}): {error}", fix)
+    runtime = f"{embedder.backend} {embedder.precision}"
+    took = time.perf_counter() - started
+    return Check("model", True, f"{embedder.name} loads on {runtime} ({dim} dims, {took:.1f} s here)")
 
 
 def ask_workers(app: Any, timeout: float) -> dict[str, dict[str, Any]]:
@@ -223,7 +237,7 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
     for host in verdicts:
         table = Table(title=f"{host.host}: {host.cores} cores")
         columns = ("worker", "profile", "children", "threads per child", "OS threads per child", "compute threads")
-        for column in (*columns, "devices", "MPS"):
+        for column in (*columns, "runtime", "devices", "MPS"):
             table.add_column(column)
         for row in host.rows:
             table.add_row(
@@ -233,6 +247,7 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
                 ", ".join(map(str, row["threads_per_child"])),
                 ", ".join(map(str, row["os_threads_per_child"])),
                 str(row["compute_threads_total"]),
+                row["runtime"],
                 ", ".join(row["devices"]),
                 "active" if row["mps_active"] else "-",
             )

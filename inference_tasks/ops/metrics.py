@@ -107,6 +107,11 @@ class InferenceCollector(Collector):
             "Model load time in the worker's main process (preloaded)",
             labels=["worker"],
         )
+        runtime = GaugeMetricFamily(
+            "inference_child_runtime_info",
+            "1 per child: the model runtime (torch, openvino) and the precision it computes in (f32, bf16, f16)",
+            labels=[*child_labels, "backend", "precision"],
+        )
         exited = CounterMetricFamily(
             "inference_worker_children_exited",
             "Children that exited and were replaced (recycles, crashes)",
@@ -118,10 +123,11 @@ class InferenceCollector(Collector):
                 os_threads.add_metric(labels, child["os_threads"])
                 compute.add_metric(labels, child["compute_threads"])
                 rss.add_metric(labels, child["rss_bytes"])
+                runtime.add_metric([*labels, report.get("backend", "torch"), child.get("precision") or "unknown"], 1)
             if report.get("model_load_seconds") is not None:
                 load.add_metric([node], report["model_load_seconds"])
             exited.add_metric([node], report.get("children_exited") or 0)
-        yield from (os_threads, compute, rss, load, exited)
+        yield from (os_threads, compute, rss, runtime, load, exited)
         host_threads = GaugeMetricFamily(
             "inference_host_compute_threads", "Compute threads of every child on a host, added up", labels=["host"]
         )

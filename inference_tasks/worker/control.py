@@ -58,6 +58,7 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
                 "compute_threads": pool.compute_threads(slot),
                 "device": device,
                 "gpu_memory_mib": gpu_memory_mib,
+                "precision": pool.precision_of(slot),
             }
         )
     # The solo pool (the trainer may run it): the main process runs the tasks itself.
@@ -70,9 +71,10 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
             {
                 **own_facts,
                 "slot": None,
-                "compute_threads": threads.compute_threads(),
+                "compute_threads": threads.compute_threads(getattr(HOLDER.embedder, "threads", None)),
                 "device": device,
                 "gpu_memory_mib": gpu.gpu_memory_mib(device),
+                "precision": getattr(HOLDER.embedder, "precision", None),
             }
         )
     return {
@@ -87,6 +89,8 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "children": children,
         "model": settings.model,
         "device_setting": settings.device,
+        "backend": settings.backend,
+        "openvino_precision": settings.openvino_precision,
         "mps_active": gpu.mps_active(),
         "model_load_mode": HOLDER.load_mode,
         "model_load_seconds": HOLDER.load_seconds,

@@ -14,9 +14,10 @@ from inference_tasks.worker.models import HOLDER
 
 
 def record_device() -> None:
-    """Tell the main process (pool.py shared memory) this child's device and CUDA memory."""
+    """Tell the main process (pool.py shared memory) this child's device, CUDA memory and precision."""
     device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
     pool.record_device(CHILD.pool_slot, device, gpu.gpu_memory_mib(device))
+    pool.record_precision(CHILD.pool_slot, HOLDER.embedder.precision if HOLDER.embedder is not None else None)
 
 
 def job_starts() -> None:

@@ -39,11 +39,15 @@ class ModelNotLoadedError(RuntimeError):
 
 
 class Embedder(Protocol):
-    """What tasks need from a model: a name, a dimension, and batch encoding."""
+    """What tasks need from a model: a name, a dimension, and batch encoding; what reports show: the
+    runtime (`backend`), the numeric precision it computes in, and its own thread count if it has one."""
 
     name: str
     dim: int
     device: str
+    backend: str
+    precision: str | None
+    threads: int | None
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray: ...
 
@@ -64,13 +68,18 @@ def resolve_model_path(model: str) -> Path:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model loaded from a local directory."""
+    """A sentence-transformers model loaded from a local directory, run by torch."""
+
+    backend = "torch"
 
     def __init__(self, name: str, path: Path, device: str) -> None:
         from sentence_transformers import SentenceTransformer
 
         self.name = name
         self.device = device
+        self.precision: str | None = "f32"
+        # torch's own pools (threads.compute_threads reads them); nothing of its own.
+        self.threads: int | None = None
         # Texts per forward pass within one encode call (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA).
         self.batch_size = 32
         self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
@@ -96,7 +105,21 @@ class SentenceTransformerEmbedder:
         self._model.to(device)
         if device.startswith("cuda") and dtype != "float32":
             self._model.to(getattr(torch, dtype))
+            self.precision = {"float16": "f16", "bfloat16": "bf16"}.get(dtype, dtype)
         self.device = device
+
+
+def make_embedder(model: str, device: str, backend: str = "torch", cache: Path | None = None,
+                  precision: str = "auto") -> Embedder:  # fmt: skip
+    """The configured model on the configured runtime, loaded but never run (safe before a fork)."""
+    source = resolve_model_path(model)
+    if backend == "openvino":
+        from inference_tasks.worker.openvino_model import OpenVinoEmbedder, export_path
+
+        if cache is None:
+            raise ValueError("the OpenVINO backend needs the model cache directory (INFERENCE_MODEL_CACHE)")
+        return OpenVinoEmbedder(model, export_path(model, source, cache), precision)
+    return SentenceTransformerEmbedder(model, source, device)
 
 
 @dataclass
@@ -121,7 +144,8 @@ class ModelHolder:
     heads: dict[str, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
-    def load(self, model: str, device: str, mode: str = LOAD_IN_CHILD) -> None:
+    def load(self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
+             cache: Path | None = None, precision: str = "auto") -> None:  # fmt: skip
         """Load the model without running it; on failure remember why instead of raising.
 
         Celery swallows exceptions raised in signal handlers, so raising here would leave a
@@ -129,7 +153,7 @@ class ModelHolder:
         """
         started = time.perf_counter()
         try:
-            embedder = SentenceTransformerEmbedder(model, resolve_model_path(model), device)
+            embedder = make_embedder(model, device, backend, cache, precision)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
             self._fail(model, exc)
             return
@@ -197,9 +221,10 @@ class ModelHolder:
         return np.stack([self._label_cache[label] for label in labels])
 
 
-def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None) -> None:
+def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threads: int | None = None) -> None:
     """In a child (or a solo worker): load the model, or move the main process's CPU copy, onto
-    this process's device, with that device's encode batch size.
+    this process's device, with that device's encode batch size. An OpenVINO model is compiled here,
+    after the fork, for `threads` inference threads (None: OpenVINO's default, every core).
 
     A child that finds no GPU keeps no model and records why, so every task fails with the
     reason (Celery swallows exceptions raised in worker hooks).
@@ -215,16 +240,30 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None) -> No
         logger.error("%s; every task in this process will fail", error)
         return
     if holder.embedder is None:
-        holder.load(settings.model, device, mode=LOAD_IN_CHILD)
+        holder.load(settings.model, device, LOAD_IN_CHILD, settings.backend, settings.model_cache_dir,
+                    settings.openvino_precision)  # fmt: skip
         if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
             holder.embedder.place(device, settings.cuda_dtype)
     elif holder.embedder.device != device:
         holder.embedder.place(device, settings.cuda_dtype)
     if holder.embedder is None:
         return
+    if holder.embedder.backend == "openvino":
+        try:
+            holder.embedder.compile(threads)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
+            holder._fail(settings.model, exc)
+            return
     on_gpu = device.startswith(CUDA)
     holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
-    logger.info("model on %s (encode batch size %d)", device, holder.embedder.batch_size)
+    embedder = holder.embedder
+    logger.info(
+        "model on %s, %s backend, %s precision (encode batch size %d)",
+        device,
+        embedder.backend,
+        embedder.precision,
+        embedder.batch_size,
+    )
 
 
 # One holder per process: a prefork child fills it in worker_process_init; tasks only read it.

@@ -35,6 +35,10 @@ _COMPUTE_THREADS = RawArray("i", MAX_POOL_SLOTS)
 # written by the child (at start; after each job), read the same way.
 _DEVICE_INDEX = RawArray("i", [-1] * MAX_POOL_SLOTS)
 _GPU_MEMORY_MIB = RawArray("i", MAX_POOL_SLOTS)
+# The numeric precision each slot's model computes in (the runtime's own choice for OpenVINO's
+# "auto"), written by the child once its model is ready; index into PRECISIONS, 0 = not yet known.
+PRECISIONS = ("", "f32", "bf16", "f16")
+_PRECISION = RawArray("b", MAX_POOL_SLOTS)
 
 
 def this_childs_slot() -> int | None:
@@ -81,6 +85,17 @@ def device_of(slot: int | None) -> tuple[str, int]:
     if not _valid(slot) or _DEVICE_INDEX[slot] < 0:
         return "cpu", 0
     return f"cuda:{_DEVICE_INDEX[slot]}", _GPU_MEMORY_MIB[slot]
+
+
+def record_precision(slot: int | None, precision: str | None) -> None:
+    """Called in a child once its model is ready: the precision it computes in."""
+    if _valid(slot):
+        _PRECISION[slot] = PRECISIONS.index(precision) if precision in PRECISIONS else 0
+
+
+def precision_of(slot: int | None) -> str | None:
+    """What the child in `slot` recorded (read in the main process); None if nothing yet."""
+    return (PRECISIONS[_PRECISION[slot]] or None) if _valid(slot) else None
 
 
 def _valid(slot: int | None) -> bool:

@@ -80,9 +80,14 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     threads.set_offline_env(os.environ)
     if CHILD.threads is not None:
         threads.set_thread_env(os.environ, CHILD.threads)
+    if settings.backend == "openvino":
+        refuse_to_start_without_the_export(settings)
     started = time.perf_counter()
     import sentence_transformers  # noqa: F401 - imported for its side effect: loaded once, shared by fork
     import torch  # noqa: F401
+
+    if settings.backend == "openvino":
+        import openvino  # noqa: F401
 
     CHILD.import_seconds = time.perf_counter() - started
     CHILD.main_pid = os.getpid()
@@ -90,6 +95,28 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         preload_model(settings)
     if prefork and CHILD.threads == 1 and settings.adaptive_threads:
         thread_budget.BUDGET = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
+
+
+class MissingExport(SystemExit):
+    """INFERENCE_BACKEND=openvino without OpenVINO or without the export: the worker stops at start,
+    naming the command to run."""
+
+
+def refuse_to_start_without_the_export(settings: Any) -> None:
+    """Stop the worker before it consumes anything if the OpenVINO export is missing.
+
+    Exporting here instead would trace the model with a torch forward pass in the process that
+    forks the children (libgomp), and would repeat a deploy step on every start; a worker that
+    started anyway would fail every task. SystemExit passes through Celery's signal dispatch.
+    """
+    from inference_tasks.worker.models import resolve_model_path
+    from inference_tasks.worker.openvino_model import export_path, is_exported, missing_export_message, runtime_missing
+
+    path = export_path(settings.model, resolve_model_path(settings.model), settings.model_cache_dir)
+    message = runtime_missing() or (None if is_exported(path) else missing_export_message(settings.model, path))
+    if message:
+        logger.critical(message)
+        raise MissingExport(message)
 
 
 def preload_model(settings: Any) -> None:
@@ -106,7 +133,8 @@ def preload_model(settings: Any) -> None:
     threads.limit_loaded_pools(1)
     # Always on the CPU here: a CUDA context in this process would break every child forked
     # from it; each child moves its copy to its own device (place_model).
-    HOLDER.load(settings.model, devices.CPU, mode=LOAD_PRELOADED)
+    HOLDER.load(settings.model, devices.CPU, LOAD_PRELOADED, settings.backend, settings.model_cache_dir,
+                settings.openvino_precision)  # fmt: skip
     gc.freeze()
 
 
@@ -146,10 +174,10 @@ def pin_threads_and_load_model(**_: Any) -> None:
         threads.set_offline_env(os.environ)
     if CHILD.threads is not None:
         threads.limit_loaded_pools(CHILD.threads)
-    place_model(HOLDER, settings, CHILD.pool_slot)
+    place_model(HOLDER, settings, CHILD.pool_slot, CHILD.threads)
     HOLDER.warm_up()
     # After the warm-up, when every native pool this child will use has started.
-    pool.record_compute_threads(CHILD.pool_slot, threads.compute_threads())
+    pool.record_compute_threads(CHILD.pool_slot, threads.compute_threads(getattr(HOLDER.embedder, "threads", None)))
     record_device()
     CHILD.ready_seconds = threads.process_age_seconds()
     if HOLDER.embedder is not None:

@@ -90,8 +90,9 @@ def thread_report() -> dict[str, Any]:
     return report
 
 
-def compute_threads() -> int:
-    """The most threads one parallel region here may run: torch's intra-op pool or any native pool.
+def compute_threads(runtime_threads: int | None = None) -> int:
+    """The most threads one parallel region here may run: torch's intra-op pool, any native pool, or
+    the model runtime's own (`runtime_threads`: OpenVINO's inference threads).
 
     What a child adds to its host's load when busy; `doctor` sums it over a host's children.
     """
@@ -102,6 +103,8 @@ def compute_threads() -> int:
     counts = [pool.get("num_threads") or 1 for pool in threadpoolctl.threadpool_info()]
     if "torch" in sys.modules:
         counts.append(sys.modules["torch"].get_num_threads())
+    if runtime_threads:
+        counts.append(runtime_threads)
     return max(counts, default=1)
 
 

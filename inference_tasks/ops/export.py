@@ -1,0 +1,87 @@
+"""`inference-tasks export-model --backend openvino`: export the configured model to OpenVINO IR, once,
+offline, into the model cache, where workers with INFERENCE_BACKEND=openvino read it.
+
+Done as a deploy step (setup.sh, an image build) rather than by a worker at start: converting
+traces the model with a torch forward pass, which must never run in a worker's main process (it
+forks afterwards), and a step that can fail belongs before the deploy, not in every restart.
+Idempotent: an existing complete export of the same model files is kept (`--force` redoes it);
+the export is written beside its final place and renamed into it, so a crash never leaves a
+half export that a worker would load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inference_tasks.worker.openvino_model import FRAMEWORK_WEIGHTS, IR_FILE, MANIFEST_FILE, export_path, is_exported
+
+# Token sequences of two lengths, so the traced graph keeps batch and sequence dimensions dynamic.
+EXAMPLE_TEXTS = ["an example", "a second, somewhat longer example text"]
+
+
+@dataclass(frozen=True)
+class Export:
+    path: Path
+    created: bool
+    seconds: float
+
+
+def export_openvino(settings: Any, force: bool = False) -> Export:
+    """The OpenVINO export of settings.model under settings.model_cache_dir, made if missing."""
+    from inference_tasks.worker.models import resolve_model_path
+    from inference_tasks.worker.threads import set_offline_env
+
+    source = resolve_model_path(settings.model)
+    target = export_path(settings.model, source, settings.model_cache_dir)
+    if is_exported(target) and not force:
+        return Export(target, False, 0.0)
+    set_offline_env(os.environ)  # nothing is downloaded: the model and its tokenizer are local
+    started = time.perf_counter()
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging, ignore=shutil.ignore_patterns(*FRAMEWORK_WEIGHTS))
+    try:
+        _convert(source, staging / IR_FILE)
+        manifest = {
+            "model": settings.model,
+            "source": str(source),
+            "backend": "openvino",
+            "openvino": _openvino_version(),
+            "exported_at": time.time(),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return Export(target, True, time.perf_counter() - started)
+
+
+def _convert(source: Path, ir_file: Path) -> None:
+    import openvino
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
+    model = AutoModel.from_pretrained(str(source), local_files_only=True).eval()
+    example = tokenizer(EXAMPLE_TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        converted = openvino.convert_model(model, example_input=dict(example))
+    converted.outputs[0].get_tensor().set_names({"last_hidden_state"})
+    ir_file.parent.mkdir(parents=True, exist_ok=True)
+    # Full-precision weights: the precision is chosen when each child compiles (INFERENCE_OPENVINO_PRECISION).
+    openvino.save_model(converted, ir_file, compress_to_fp16=False)
+
+
+def _openvino_version() -> str:
+    import openvino
+
+    return openvino.__version__

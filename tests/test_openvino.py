@@ -1,0 +1,189 @@
+"""INFERENCE_BACKEND=openvino: the offline export, the accuracy gate against torch at both precisions,
+and a real worker serving embed/classify from OpenVINO with one thread per child."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT, clean_env
+
+from inference_tasks.config import Settings
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
+from inference_tasks.worker.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
+from tests.support.waiting import wait_until
+
+pytest.importorskip("openvino", reason="the openvino extra is not installed (scripts/setup.sh installs it)")
+
+RESULT_TIMEOUT_S = 120
+TICKETS = [json.loads(line) for line in (REPO_ROOT / "data" / "support_tickets.jsonl").open()]
+ODD_TEXTS = ["ok", "?", "🙂🎉👍", "Das Paket ist nie angekommen.", "これはテストです", "a" * 3000, "  padded  ", "x"]
+LABELS = sorted({row["label"] for row in TICKETS})
+# Where nothing can be downloaded from: any attempt fails fast instead of reaching a hub.
+NO_NETWORK = {
+    "HF_ENDPOINT": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+}
+
+
+def export(cache, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "inference_tasks.ops.cli", "export-model", "--backend", "openvino", *args],
+        cwd=REPO_ROOT,
+        env=clean_env(INFERENCE_MODEL_CACHE=str(cache), **NO_NETWORK),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("model-cache")
+    done = export(cache)
+    assert done.returncode == 0, done.stderr
+    assert "openvino: exported in" in done.stdout
+    return cache
+
+
+@pytest.fixture(scope="module")
+def export_dir(model_cache):
+    (path,) = (model_cache / "openvino").iterdir()
+    return path
+
+
+@pytest.fixture(scope="module")
+def torch_model():
+    from sentence_transformers import SentenceTransformer
+
+    from inference_tasks.worker.models import resolve_model_path
+
+    return SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu", local_files_only=True)
+
+
+def openvino_embedder(export_dir, precision: str, threads: int = 1) -> OpenVinoEmbedder:
+    embedder = OpenVinoEmbedder("all-MiniLM-L6-v2", export_dir, precision)
+    embedder.compile(threads)
+    return embedder
+
+
+def test_the_export_is_offline_and_idempotent(model_cache, export_dir):
+    """Made once with no network; a second run keeps it untouched; --force makes it again."""
+    assert (export_dir / IR_FILE).is_file()
+    manifest = json.loads((export_dir / MANIFEST_FILE).read_text())
+    assert manifest["model"] == "all-MiniLM-L6-v2" and manifest["backend"] == "openvino"
+    assert not list(export_dir.glob("*.safetensors"))  # the IR carries the weights; torch's are not copied
+    before = (export_dir / IR_FILE).stat().st_mtime_ns
+    again = export(model_cache)
+    assert again.returncode == 0 and "already exported" in again.stdout, again.stderr
+    assert (export_dir / IR_FILE).stat().st_mtime_ns == before
+    forced = export(model_cache, "--force")
+    assert forced.returncode == 0 and "exported in" in forced.stdout, forced.stderr
+    assert json.loads((export_dir / MANIFEST_FILE).read_text())["exported_at"] > manifest["exported_at"]
+    assert [path.name for path in (model_cache / "openvino").iterdir()] == [export_dir.name]  # no staging left
+
+
+@pytest.mark.parametrize("precision", ["auto", "f32"])
+def test_openvino_vectors_match_torch_within_the_accuracy_gate(export_dir, torch_model, precision):
+    """On the repo's tickets plus short and odd texts: min cosine >= 0.999 and zero-shot labels agree
+    on >= 99 % of tickets, at the runtime's own precision and at forced f32; a head's weights fitted on
+    torch vectors pick the same labels from OpenVINO vectors."""
+    embedder = openvino_embedder(export_dir, precision)
+    texts = [row["text"] for row in TICKETS] + ODD_TEXTS
+    reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
+    ours = embedder.encode(texts, normalize=True)
+    cosine = (reference * ours).sum(axis=1)
+    labels_reference = torch_model.encode(LABELS, normalize_embeddings=True)
+    labels_ours = embedder.encode(LABELS, normalize=True)
+    tickets = len(TICKETS)
+    agree = np.mean((reference[:tickets] @ labels_reference.T).argmax(1) == (ours[:tickets] @ labels_ours.T).argmax(1))
+    # A linear head fitted on torch's vectors (least squares onto one-hot labels) used on OpenVINO's.
+    targets = np.eye(len(LABELS))[[LABELS.index(row["label"]) for row in TICKETS]]
+    weights, *_ = np.linalg.lstsq(reference[:tickets], targets, rcond=None)
+    head_agree = np.mean((reference[:tickets] @ weights).argmax(1) == (ours[:tickets] @ weights).argmax(1))
+    print(
+        f"\n[openvino {precision} -> {embedder.precision}] min cosine {cosine.min():.6f} "
+        f"(odd texts {cosine[tickets:].min():.6f}), zero-shot agreement {agree:.4f}, head agreement {head_agree:.4f}"
+    )
+    assert cosine.min() >= 0.999
+    assert agree >= 0.99 and head_agree >= 0.99
+    if precision == "f32":
+        assert embedder.precision == "f32" and cosine.min() >= 0.99999
+
+
+@pytest.mark.parametrize("precision", ["auto", "f32"])
+def test_a_texts_vector_does_not_depend_on_its_batch_mates(export_dir, precision):
+    """Micro-batching puts unrelated texts together (padding them to the longest): each text's vector
+    alone and inside a mixed batch must agree."""
+    embedder = openvino_embedder(export_dir, precision)
+    texts = [row["text"] for row in TICKETS[:40]] + ODD_TEXTS
+    together = embedder.encode(texts, normalize=True)
+    alone = np.concatenate([embedder.encode([text], normalize=True) for text in texts])
+    assert (together * alone).sum(axis=1).min() >= 0.9999
+
+
+def test_settings_refuse_what_cannot_work():
+    with pytest.raises(ValueError, match="INFERENCE_BACKEND must be one of"):
+        Settings.from_env({"INFERENCE_BACKEND": "onnx"})
+    with pytest.raises(ValueError, match="INFERENCE_OPENVINO_PRECISION must be one of"):
+        Settings.from_env({"INFERENCE_OPENVINO_PRECISION": "int8"})
+    with pytest.raises(ValueError, match="runs on the CPU only"):
+        Settings.from_env({"INFERENCE_BACKEND": "openvino", "INFERENCE_DEVICE": "cuda"})
+    assert Settings.from_env({"INFERENCE_MODEL_CACHE": "/srv/models"}).model_cache_dir.as_posix() == "/srv/models"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_worker_serves_from_openvino_with_one_thread_per_child(start_worker, model_cache, export_dir):
+    """Real worker, INFERENCE_BACKEND=openvino: the IR is read in the main process, each child compiles
+    after the fork with one thread; embed equals a fresh process's OpenVINO vectors (fork safety);
+    worker_info and the control command report backend and precision; zero-shot and a head trained on
+    this worker classify."""
+    worker = start_worker(
+        concurrency=2, backend="openvino", model_cache=str(model_cache), queues=f"inference,{TRAINING_QUEUE}"
+    )
+    texts = ["Red running shoes", "My parcel never arrived", "ok"]
+    served = np.array(worker.app.send_task(EMBED_TASK, args=[texts]).get(timeout=RESULT_TIMEOUT_S)["embeddings"])
+    fresh = openvino_embedder(export_dir, "auto").encode(texts, normalize=True)
+    assert np.abs(served - fresh).max() <= 1e-6
+    info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert (info["backend"], info["runtime_threads"], info["model_load_mode"]) == ("openvino", 1, "preloaded")
+    assert info["precision"] in ("bf16", "f32")
+    assert info["os_threads"] <= 4, info  # main thread, one inference thread, a few idle runtime threads
+    from inference_tasks.worker.control import COMMAND
+
+    [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
+    [report] = reply.values()
+    assert report["backend"] == "openvino"
+    assert [child["precision"] for child in report["children"]] == [info["precision"]] * 2
+    assert [child["compute_threads"] for child in report["children"]] == [1, 1]
+    zero_shot = worker.app.send_task(CLASSIFY_TASK, args=[["I was charged twice"], ["billing", "shipping"]])
+    assert zero_shot.get(timeout=RESULT_TIMEOUT_S)[0]["label"] == "billing"
+    trained = worker.app.send_task(
+        TRAIN_CLASSIFIER_TASK,
+        kwargs={"name": "ov-head", "texts": [r["text"] for r in TICKETS], "labels": [r["label"] for r in TICKETS]},
+        queue=TRAINING_QUEUE,
+    ).get(timeout=RESULT_TIMEOUT_S)
+    assert (trained["backend"], trained["precision"]) == ("openvino", info["precision"])
+    assert trained["metrics"]["held_out_accuracy"] >= 0.9
+    labels = worker.app.send_task(
+        CLASSIFY_TASK, args=[["My parcel never arrived and tracking is broken."]], kwargs={"classifier": "ov-head"}
+    ).get(timeout=RESULT_TIMEOUT_S)
+    assert labels[0]["label"] == "shipping"
+    assert f"openvino backend, {info['precision']} precision" in worker.log()
+
+
+@pytest.mark.slow
+def test_a_worker_without_the_export_stops_at_start_naming_the_command(start_worker, tmp_path):
+    worker = start_worker(backend="openvino", model_cache=str(tmp_path / "empty"), wait_ready=False)
+    wait_until(lambda: worker.process.poll() is not None, 120, "the worker to stop")
+    assert worker.process.returncode != 0
+    log = worker.log()
+    assert "has no OpenVINO export" in log and "inference-tasks export-model --backend openvino" in log
+    assert "ready." not in log
+    assert os.path.isdir(tmp_path) and not (tmp_path / "empty" / "openvino").exists()
