@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, clean_env
+from test_operations import exporter, scrape
 
 from inference_tasks.config import Settings
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
@@ -176,6 +177,20 @@ def test_a_worker_serves_from_openvino_with_one_thread_per_child(start_worker, m
     ).get(timeout=RESULT_TIMEOUT_S)
     assert labels[0]["label"] == "shipping"
     assert f"openvino backend, {info['precision']} precision" in worker.log()
+    # The operator's view: doctor's runtime column and the exporter's per-child runtime series.
+    doctor = subprocess.run(
+        [sys.executable, "-m", "inference_tasks.ops.cli", "doctor", "--skip-model"],
+        cwd=REPO_ROOT,
+        env=clean_env(REDIS_URL=worker.redis_url, COLUMNS="250"),  # one table row per worker, unwrapped
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert f"openvino {info['precision']}" in doctor.stdout, doctor.stdout
+    with exporter(worker.redis_url) as port:
+        series = {labels for (name, labels), value in scrape(port).items() if name == "inference_child_runtime_info"}
+    assert {dict(labels)["backend"] for labels in series} == {"openvino"}
+    assert {dict(labels)["precision"] for labels in series} == {info["precision"]}
 
 
 @pytest.mark.slow
