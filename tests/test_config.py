@@ -74,7 +74,16 @@ def test_empty_variables_keep_defaults():
         ({"INFERENCE_CONCURRENCY": "two"}, "INFERENCE_CONCURRENCY='two' is not a number"),
         ({"INFERENCE_CONCURRENCY": "0"}, "INFERENCE_CONCURRENCY must be at least 1"),
         ({"INFERENCE_PIN_THREADS": "maybe"}, "INFERENCE_PIN_THREADS='maybe' is not a boolean"),
-        ({"REDIS_URL": "amqp://guest@localhost//"}, "REDIS_URL must be redis://, rediss:// or unix://"),
+        ({"REDIS_URL": "amqp://guest@localhost//"}, "REDIS_URL must be redis://, rediss://, unix:// or sentinel://"),
+        ({"REDIS_URL": "sentinel://127.0.0.1:26379"}, "set INFERENCE_REDIS_SENTINEL_MASTER"),
+        (
+            {"REDIS_URL": "sentinel://127.0.0.1:26379;redis://10.0.0.2:6379", "INFERENCE_REDIS_SENTINEL_MASTER": "m"},
+            "'redis://10.0.0.2:6379' is not sentinel://host:port",
+        ),
+        (
+            {"INFERENCE_SIDEKIQ_REDIS_URL": "sentinel://127.0.0.1:26379"},
+            "set INFERENCE_SIDEKIQ_REDIS_SENTINEL_MASTER",
+        ),
         ({"INFERENCE_DEVICE": "gpu"}, "INFERENCE_DEVICE must be cpu, cuda, cuda:N or auto, got 'gpu'"),
         ({"INFERENCE_DEVICE": "cuda:x"}, "INFERENCE_DEVICE must be cpu, cuda, cuda:N or auto"),
         ({"INFERENCE_CUDA_DTYPE": "int8"}, "INFERENCE_CUDA_DTYPE must be one of"),
@@ -125,3 +134,21 @@ def test_every_setting_is_read_from_its_variable_and_documented():
         "redis://elsewhere:6379/1"
     )
     assert Settings.from_env({"INFERENCE_PIN_THREADS": "off"}).pin_threads is False
+
+
+def test_a_sentinel_url_names_every_sentinel_and_hides_the_password():
+    settings = Settings.from_env(
+        {
+            "REDIS_URL": "sentinel://:s3cret@10.0.0.1:26379;sentinel://10.0.0.2:26379/2",
+            "INFERENCE_REDIS_SENTINEL_MASTER": "inference-primary",
+        }
+    )
+    assert settings.uses_sentinel and settings.redis_sentinel_master == "inference-primary"
+    assert settings.redacted_redis_url == "sentinel://:***@10.0.0.1:26379;sentinel://10.0.0.2:26379/2"
+    from inference_tasks.app import create_app
+
+    conf = create_app(settings).conf
+    assert conf.broker_transport == "inference_tasks.broker.transport:SentinelTransport"
+    assert conf.broker_transport_options["master_name"] == "inference-primary"
+    assert conf.result_backend.startswith("inference_tasks.broker.result_backend:SentinelResultBackend+sentinel://")
+    assert conf.result_backend_transport_options == {"master_name": "inference-primary"}

@@ -80,13 +80,16 @@ CLI = (sys.executable, "-m", "inference_tasks.ops.cli")
 
 @contextmanager
 def exporter(
-    redis_url: str, command: tuple[str, ...] = (sys.executable, "-m", "inference_tasks.ops.cli"), cwd=REPO_ROOT
+    redis_url: str,
+    command: tuple[str, ...] = (sys.executable, "-m", "inference_tasks.ops.cli"),
+    cwd=REPO_ROOT,
+    extra_env: dict[str, str] | None = None,
 ):
     port = free_port()
     process = subprocess.Popen(
         [*command, "metrics", "--port", str(port)],
         cwd=cwd,
-        env=clean_env(REDIS_URL=redis_url),
+        env=clean_env(REDIS_URL=redis_url, **(extra_env or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )

@@ -70,6 +70,20 @@ PINNED: dict[str, tuple[str, str]] = {
         "93cac55f65fd7b4a",
         "result_backend (lifetime, the write that can be refused)",
     ),
+    "kombu.transport.redis:SentinelChannel._sentinel_managed_pool": (
+        "bde54a2d6e93ac13",
+        "transport.SentinelChannel (the screening channel on kombu's Sentinel pool)",
+    ),
+    "kombu.transport.redis:SentinelChannel._get_pool": ("6abc6e5c81e1880c", "transport.SentinelChannel"),
+    "celery.backends.redis:SentinelBackend._params_from_url": (
+        "8a087ec5d320ea5c",
+        "result_backend.SentinelResultBackend (how REDIS_URL's sentinels are read)",
+    ),
+    "celery.backends.redis:SentinelBackend._get_sentinel_instance": (
+        "2856638a7bfaef7f",
+        "result_backend.SentinelResultBackend",
+    ),
+    "celery.backends.redis:SentinelBackend._get_pool": ("eba0a0422c5ac546", "result_backend.SentinelResultBackend"),
     "pytest_celery.api.base:CeleryTestNode": ("4304263deaa8883f", "tests/support/celery_nodes.py (what a node reads)"),
     "pytest_celery.api.worker:CeleryTestWorker": ("c9cf1a8271146d2d", "tests/support/celery_nodes.py (worker node)"),
     "pytest_celery.api.setup:CeleryTestSetup.ready": ("769d164bdb52008e", "tests/support/celery_nodes.py (readiness)"),

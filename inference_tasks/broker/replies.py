@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from inference_tasks import codec
-from inference_tasks.broker.connections import redis_for
+from inference_tasks.broker.connections import sidekiq_redis
 from inference_tasks.broker.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def reply(
     try:
         payload = outcome(request.id, request.task, state, result, error, spec.get("context"))
         job = sidekiq_job(spec, payload)
-        push_sidekiq_job(redis_for(settings.sidekiq_redis_url or settings.redis_url, settings.redis_tls_ca_file), job)
+        push_sidekiq_job(sidekiq_redis(settings), job)
     except Exception:
         logger.exception("could not push the reply job for task %s", getattr(request, "id", "?"))
         return False

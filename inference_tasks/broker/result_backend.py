@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from celery import states
-from celery.backends.redis import RedisBackend
+from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.exceptions import Reject
 
 from inference_tasks.broker import replies
@@ -40,15 +40,19 @@ FIRST_PAUSE_S = 0.05
 LONGEST_PAUSE_S = 1.0
 
 
-class ResultBackend(RedisBackend):
-    """RedisBackend whose store_result pushes replies, sets lifetimes and outlasts a full Redis."""
+class ResultStore:
+    """Mixed into Celery's Redis backends: store_result pushes replies, sets lifetimes and outlasts a
+    full Redis."""
+
+    app: Any
+    client: Any
 
     def store_result(
         self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None, **kwargs: Any
     ) -> Any:
         if state not in states.READY_STATES:
             try:
-                return super().store_result(task_id, result, state, traceback, request, **kwargs)
+                return super().store_result(task_id, result, state, traceback, request, **kwargs)  # type: ignore[misc]
             except Exception as error:
                 if not is_out_of_memory(error):
                     raise
@@ -72,7 +76,7 @@ class ResultBackend(RedisBackend):
                     value = None if error is not None else result
                     replied = replies.reply(spec, request, settings, state, value, error)
                 kept = replies.stub_result(spec) if replied and state == states.SUCCESS else result
-                stored = super().store_result(task_id, kept, state, traceback, request, **kwargs)
+                stored = super().store_result(task_id, kept, state, traceback, request, **kwargs)  # type: ignore[misc]
                 self._extend_lifetime(task_id, request)
                 return stored
             except Exception as error:
@@ -94,7 +98,8 @@ class ResultBackend(RedisBackend):
     def _extend_lifetime(self, task_id: str, request: Any) -> None:
         """Training results keep their longer lifetime (one EXPIRE, for those tasks only)."""
         if getattr(request, "task", None) in LONG_LIVED_RESULT_TASKS:
-            self.client.expire(self.get_key_for_task(task_id), self.app.settings.training_result_expires_s)
+            key = self.get_key_for_task(task_id)  # type: ignore[attr-defined]
+            self.client.expire(key, self.app.settings.training_result_expires_s)
 
     def _give_back(self, task_id: str, state: str, error: BaseException) -> None:
         """Hand the task back to its queue instead of acking it without a result (raises Reject)."""
@@ -106,3 +111,12 @@ class ResultBackend(RedisBackend):
             error,
         )
         raise Reject(f"result backend full: {error}", requeue=True)
+
+
+class ResultBackend(ResultStore, RedisBackend):
+    """REDIS_URL=redis://, rediss://, unix://."""
+
+
+class SentinelResultBackend(ResultStore, SentinelBackend):
+    """REDIS_URL=sentinel://...: Celery's Sentinel backend (the current primary, found again after a
+    failover), with the same replies, lifetimes and full-Redis handling."""

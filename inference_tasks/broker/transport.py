@@ -230,3 +230,24 @@ class Transport(kombu_redis.Transport):
     """kombu's Redis transport with the screening channel."""
 
     Channel = Channel
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The screening channel on a Sentinel-managed Redis: kombu's SentinelChannel finds the current
+    primary (and finds it again after a failover, on reconnect); reads still pass through `screen`."""
+
+    from_transport_options = (
+        *Channel.from_transport_options,
+        *(
+            name
+            for name in kombu_redis.SentinelChannel.from_transport_options
+            if name not in Channel.from_transport_options
+        ),
+    )
+
+
+class SentinelTransport(Transport):
+    """REDIS_URL=sentinel://...: kombu's Sentinel transport with the screening channel."""
+
+    default_port = 26379
+    Channel = SentinelChannel

@@ -214,6 +214,7 @@ def start_worker(
         env,
         log_dir / f"{name}.log",
         redis_url,
-        producer_app(redis_url),
+        # A Sentinel URL needs the master name on the producer side too.
+        producer_app(redis_url, **{key: settings[key] for key in ("redis_sentinel_master",) if key in settings}),
     )
     return worker.launch(wait_ready)

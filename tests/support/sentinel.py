@@ -1,0 +1,126 @@
+"""A Redis primary, a replica and three sentinels on loopback: the smallest real Sentinel deployment,
+for the failover test and benchmark (benchmarks/failover.py).
+
+The sentinels judge the primary down after `down_after_ms` without an answer and need a quorum of
+two to fail over; each runs from its own config file (Sentinel rewrites it as it learns).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from tests.support.localstack import MissingProgram, RedisServer, free_port, start_redis
+
+MASTER_NAME = "inference-primary"
+START_TIMEOUT_S = 30
+
+
+@dataclass
+class SentinelCluster:
+    master_name: str
+    primary: RedisServer
+    replica: RedisServer
+    sentinels: list[tuple[int, subprocess.Popen]] = field(default_factory=list)
+
+    def url(self, db: int = 0) -> str:
+        """REDIS_URL for workers and producers: every sentinel, `;`-separated (kombu's and Celery's form)."""
+        return ";".join(f"sentinel://127.0.0.1:{port}" for port, _ in self.sentinels) + f"/{db}"
+
+    def sentinel_client(self, index: int = 0) -> redis.Redis:
+        return redis.Redis(port=self.sentinels[index][0], socket_timeout=2, decode_responses=True)
+
+    def master_port(self) -> int | None:
+        """The primary's port as the first sentinel that answers sees it."""
+        for port, _ in self.sentinels:
+            try:
+                address = redis.Redis(port=port, socket_timeout=1).sentinel_get_master_addr_by_name(self.master_name)
+            except redis.RedisError:
+                continue
+            if address:
+                return int(address[1])
+        return None
+
+    def kill_primary(self) -> float:
+        """kill -9 the primary (no shutdown, no save): returns when it was killed (time.time())."""
+        self.primary.process.send_signal(signal.SIGKILL)
+        killed = time.time()
+        self.primary.process.wait(timeout=10)
+        return killed
+
+    def stop(self) -> None:
+        for _, process in self.sentinels:
+            if process.poll() is None:
+                process.terminate()
+        for server in (self.primary, self.replica):
+            if server.process.poll() is None:
+                server.process.terminate()
+        for process in [p for _, p in self.sentinels] + [self.primary.process, self.replica.process]:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def start_sentinel_cluster(
+    workdir: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000
+) -> SentinelCluster:
+    """Primary, replica (replicating, in sync) and three sentinels that all know both and each other."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
+    primary = start_redis(workdir / "primary")
+    replica = start_redis(workdir / "replica", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
+    cluster = SentinelCluster(MASTER_NAME, primary, replica)
+    try:
+        for index in range(3):
+            port = free_port()
+            directory = workdir / f"sentinel{index}"
+            directory.mkdir(parents=True, exist_ok=True)
+            config = directory / "sentinel.conf"
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {directory}\nlogfile {directory / 'sentinel.log'}\n"
+                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary.port} 2\n"
+                f"sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}\n"
+                f"sentinel failover-timeout {MASTER_NAME} {failover_timeout_ms}\n"
+                f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+            )
+            cluster.sentinels.append((port, subprocess.Popen([binary, str(config), "--sentinel"])))
+        _wait_until_ready(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _wait_until_ready(cluster: SentinelCluster) -> None:
+    """The replica in sync with the primary, and every sentinel seeing the replica and two peers."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    replica = redis.Redis(port=cluster.replica.port, socket_timeout=2)
+    while time.monotonic() < deadline:
+        try:
+            synced = replica.info("replication").get("master_link_status") == "up"
+            views = []
+            for port, _ in cluster.sentinels:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    pass
+                client = redis.Redis(port=port, socket_timeout=1)
+                views.append(
+                    (
+                        len(client.sentinel_slaves(cluster.master_name)),
+                        len(client.sentinel_sentinels(cluster.master_name)),
+                    )
+                )
+            if synced and all(replicas >= 1 and peers >= 2 for replicas, peers in views):
+                return
+        except (OSError, redis.RedisError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the Sentinel deployment did not come up (see the sentinel*.log files)")

@@ -1,0 +1,59 @@
+"""Redis Sentinel: a real primary, replica and three sentinels; a worker on REDIS_URL=sentinel://...;
+the primary killed with SIGKILL under load. Nothing is lost; the operator tools and the Ruby client
+follow the promoted primary."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT, clean_env
+from ruby_runner import ruby
+from test_operations import exporter, scrape
+
+from benchmarks.failover import run_failover
+
+pytestmark = pytest.mark.slow
+
+
+def after_failover(cluster, url: str) -> dict:
+    """status and the exporter (Python, our own Redis clients) and the Ruby client, on the new primary."""
+    env = clean_env(REDIS_URL=url, INFERENCE_REDIS_SENTINEL_MASTER=cluster.master_name)
+    status = subprocess.run(
+        [sys.executable, "-m", "inference_tasks.ops.cli", "status"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    with exporter(url, extra_env={"INFERENCE_REDIS_SENTINEL_MASTER": cluster.master_name}) as port:
+        metrics = scrape(port)
+    ports = ",".join(str(port) for port, _ in cluster.sentinels)
+    from_ruby = ruby("sentinel_embed.rb", url, SENTINEL_PORTS=ports, SENTINEL_MASTER=cluster.master_name)
+    return {
+        "status_rc": status.returncode,
+        "status_out": status.stdout + status.stderr,
+        "exporter_redis_up": metrics[("inference_redis_up", ())],
+        "exporter_workers": metrics[("inference_workers", ())],
+        "ruby": from_ruby,
+    }
+
+
+@pytest.mark.timeout(400)
+def test_killing_the_primary_under_load_loses_nothing(tmp_path):
+    report = run_failover(tmp_path, before=40, after=40, rate=20.0, then=after_failover)
+    print(
+        f"\n[failover] promotion {report['promotion_s']:.2f} s, results flowing again after "
+        f"{report['flowing_again_s']:.2f} s, {report['lost']} lost, {report['run_twice']} run twice, "
+        f"{report['send_errors']} sends retried"
+    )
+    assert report["new_primary_port"] == report["ruby"]["primary_port"] != report["old_primary_port"]
+    assert report["promotion_s"] is not None and report["promotion_s"] < 30
+    assert report["flowing_again_s"] is not None
+    assert report["completed"] == report["tasks"] and report["lost"] == 0, report["lost_ids"]
+    assert report["run_twice_sent_after_kill"] == 0
+    assert report["status_rc"] == 0 and "inference" in report["status_out"], report["status_out"]
+    assert report["exporter_redis_up"] == 1 and report["exporter_workers"] == 1
+    assert (report["ruby"]["dim"], report["ruby"]["count"]) == (384, 1)
