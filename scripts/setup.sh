@@ -2,7 +2,8 @@
 # Install what inference_tasks needs on a fresh Debian machine; safe to run again.
 #   - redis-server, openssl, Ruby with the redis and sidekiq gems (for the Rails client and its
 #     tests) from Debian (sudo if not root); with WITH_TEST_TOOLS=1 (scripts/test.sh) also chromium,
-#     for the headless-browser check of Flower, systemd-analyze, for the unit-file checks, and Rails
+#     for the headless-browser check of Flower, systemd-analyze, for the unit-file checks, iproute2 for
+#     the simulated hosts, and Rails
 #     (railties, activerecord, activejob, sqlite3) and minitest, for the gem's suite and running deploy/rails
 #     inside a real Rails app
 #   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
@@ -24,6 +25,9 @@ if [ "${WITH_TEST_TOOLS:-0}" = 1 ]; then
   # Rails 6.1 from Debian: tests/test_rails_app.py runs deploy/rails inside a real Rails app.
   ruby -e 'require "rails"; require "active_record"; require "active_job"; require "sqlite3"' 2>/dev/null ||
     missing+=(ruby-railties ruby-activerecord ruby-activejob ruby-sqlite3)
+  # Simulated hosts (tests/test_hosts.py): network namespaces, veth, a bridge; unshare for hostnames.
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v unshare >/dev/null || missing+=(util-linux)
   # The gem's own suite (deploy/rails/test), run by tests/test_gem.py.
   ruby -e 'require "minitest"' 2>/dev/null || missing+=(ruby-minitest)
 fi

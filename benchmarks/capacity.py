@@ -1,0 +1,120 @@
+"""Redis capacity per task: commands, bytes and Redis CPU per task, measured on a loopback run of the
+shipped worker, and the number of worker cores one Redis primary can feed (docs/scaling.md).
+
+For one-text and 64-text embed tasks (producers collecting and deleting each result, as the clients
+do): CONFIG RESETSTAT, run, then INFO commandstats (calls per command), INFO stats (bytes in/out) and
+the redis-server process's CPU time. Redis runs commands on one thread, so 1 / (Redis CPU seconds per
+task) is the most tasks per second one primary can take; divided by what one worker core completes
+per second, it gives the worker cores one primary can feed.
+
+    .venv/bin/python benchmarks/capacity.py           # ~1 minute
+    .venv/bin/python benchmarks/capacity.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis
+
+from benchmarks.serving import make_batches, run_threads
+from inference_tasks import producer
+from inference_tasks.cores import available_cores
+from inference_tasks.routing import EMBED_TASK
+from tests.support import localstack
+
+RESULT_TIMEOUT_S = 300
+# Keep Redis below this share of its one core: latency grows fast as a single-threaded server nears 100 %.
+REDIS_HEADROOM = 0.5
+
+
+def measure(worker: localstack.WorkerProcess, redis_pid: int, batches: list[list[str]], producers: int) -> dict:
+    client = redis.Redis.from_url(worker.redis_url)
+    client.config_resetstat()
+    server = psutil.Process(redis_pid)
+    cpu_before = sum(server.cpu_times()[:2])
+    order = itertools.count()
+
+    def produce() -> None:
+        app = localstack.producer_app(worker.redis_url)
+        while (index := next(order)) < len(batches):
+            producer.collect(producer.send(app, EMBED_TASK, args=[batches[index]]), timeout=RESULT_TIMEOUT_S)
+
+    began, ended = run_threads(produce, producers)
+    redis_cpu = sum(server.cpu_times()[:2]) - cpu_before
+    commands = client.info("commandstats")
+    stats = client.info("stats")
+    tasks = len(batches)
+    calls = {name.removeprefix("cmdstat_"): value["calls"] for name, value in commands.items()}
+    calls.pop("info", None)
+    calls.pop("config|resetstat", None)
+    return {
+        "tasks": tasks,
+        "texts_per_task": len(batches[0]),
+        "wall_s": ended - began,
+        "tasks_per_s": tasks / (ended - began),
+        "redis_commands_per_task": sum(calls.values()) / tasks,
+        "top_commands_per_task": {
+            name: round(count / tasks, 2) for name, count in sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+        },
+        "bytes_in_per_task": stats["total_net_input_bytes"] / tasks,
+        "bytes_out_per_task": stats["total_net_output_bytes"] / tasks,
+        "redis_cpu_ms_per_task": redis_cpu * 1000 / tasks,
+        "redis_cpu_ms_per_1000_tasks": redis_cpu * 1000 / tasks * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=600, help="one-text tasks")
+    parser.add_argument("--batches", type=int, default=60, help="64-text tasks")
+    parser.add_argument("--producers", type=int, default=8)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "capacity.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.batches, args.producers = 40, 6, 4
+    cores = available_cores()
+    work = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
+    server = localstack.start_redis(work / "redis")
+    worker = localstack.start_worker("capacity", server.url(1), work, os.environ, concurrency=cores)
+    rows = []
+    try:
+        measure(worker, server.process.pid, make_batches(cores * 4, 8, seed=1), cores)  # warm every child
+        rows.append(measure(worker, server.process.pid, make_batches(args.tasks, 1, seed=2), args.producers))
+        rows.append(measure(worker, server.process.pid, make_batches(args.batches, 64, seed=3), args.producers))
+    finally:
+        worker.stop()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    for row in rows:
+        per_core = row["tasks_per_s"] / cores
+        redis_max = 1000 / row["redis_cpu_ms_per_task"]
+        row["tasks_per_s_per_worker_core"] = per_core
+        row["redis_max_tasks_per_s"] = redis_max
+        row["worker_cores_per_primary"] = redis_max * REDIS_HEADROOM / per_core
+        print(
+            f"{row['texts_per_task']:>3}-text tasks: {row['tasks_per_s']:.1f}/s on {cores} cores; per task "
+            f"{row['redis_commands_per_task']:.1f} Redis commands, {row['bytes_in_per_task'] / 1024:.1f} KiB in, "
+            f"{row['bytes_out_per_task'] / 1024:.1f} KiB out, {row['redis_cpu_ms_per_task']:.3f} ms Redis CPU "
+            f"({row['redis_cpu_ms_per_1000_tasks'] / 1000:.2f} s per 1,000 tasks); one primary at "
+            f"{REDIS_HEADROOM:.0%} of its core feeds ~{row['worker_cores_per_primary']:.0f} worker cores"
+        )
+        print(f"     top commands per task: {row['top_commands_per_task']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"cores": cores, "headroom": REDIS_HEADROOM, "rows": rows}, indent=2) + "\n")
+    print(f"results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
