@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT, clean_env
+from conftest import REPO_ROOT, clean_env, running_flower
 from ruby_runner import ruby
+from test_flower_browser import flower_api
 from test_operations import exporter, scrape
 
 from benchmarks.failover import run_failover
@@ -17,7 +18,7 @@ from benchmarks.failover import run_failover
 pytestmark = pytest.mark.slow
 
 
-def after_failover(cluster, url: str) -> dict:
+def after_failover(cluster, url: str, workdir) -> dict:
     """status and the exporter (Python, our own Redis clients) and the Ruby client, on the new primary."""
     env = clean_env(REDIS_URL=url, INFERENCE_REDIS_SENTINEL_MASTER=cluster.master_name)
     status = subprocess.run(
@@ -32,7 +33,25 @@ def after_failover(cluster, url: str) -> dict:
         metrics = scrape(port)
     ports = ",".join(str(port) for port, _ in cluster.sentinels)
     from_ruby = ruby("sentinel_embed.rb", url, SENTINEL_PORTS=ports, SENTINEL_MASTER=cluster.master_name)
+    # The bulk CLI (producer, results read and deleted) and Flower (its API asks the workers).
+    source, output = workdir / "texts.txt", workdir / "vectors.jsonl"
+    source.write_text("after the failover\nfrom the bulk CLI\n")
+    bulk = subprocess.run(
+        [sys.executable, "-m", "inference_tasks.ops.cli", "embed", str(source), "-o", str(output)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    with running_flower([], url, INFERENCE_REDIS_SENTINEL_MASTER=cluster.master_name,
+                        FLOWER_UNAUTHENTICATED_API="true") as (_, port):  # fmt: skip
+        flower_workers = flower_api(port, "/api/workers?refresh=1")
     return {
+        "bulk_rc": bulk.returncode,
+        "bulk_err": bulk.stderr[-2000:],
+        "bulk_lines": len(output.read_text().splitlines()) if output.exists() else 0,
+        "flower_workers": sorted(flower_workers),
         "status_rc": status.returncode,
         "status_out": status.stdout + status.stderr,
         "exporter_redis_up": metrics[("inference_redis_up", ())],
@@ -43,7 +62,9 @@ def after_failover(cluster, url: str) -> dict:
 
 @pytest.mark.timeout(400)
 def test_killing_the_primary_under_load_loses_nothing(tmp_path):
-    report = run_failover(tmp_path, before=40, after=40, rate=20.0, then=after_failover)
+    report = run_failover(
+        tmp_path, before=40, after=40, rate=20.0, then=lambda cluster, url: after_failover(cluster, url, tmp_path)
+    )
     print(
         f"\n[failover] promotion {report['promotion_s']:.2f} s, results flowing again after "
         f"{report['flowing_again_s']:.2f} s, {report['lost']} lost, {report['run_twice']} run twice, "
@@ -57,3 +78,5 @@ def test_killing_the_primary_under_load_loses_nothing(tmp_path):
     assert report["status_rc"] == 0 and "inference" in report["status_out"], report["status_out"]
     assert report["exporter_redis_up"] == 1 and report["exporter_workers"] == 1
     assert (report["ruby"]["dim"], report["ruby"]["count"]) == (384, 1)
+    assert report["bulk_rc"] == 0 and report["bulk_lines"] == 2, report["bulk_err"]
+    assert any(name.startswith("failover@") for name in report["flower_workers"]), report["flower_workers"]
