@@ -151,6 +151,38 @@ class HttpTarget(Target):
         self.process.wait(timeout=30)
 
 
+class InfinityTarget(HttpTarget):
+    """A peer a user would pick instead: Infinity (infinity-emb 0.0.78, torch engine, dynamic batching)
+    serving the same model files over HTTP, from its own venv (benchmarks/peers/setup_infinity.sh)."""
+
+    def __init__(self, name: str, venv: Path, workdir: Path) -> None:
+        from inference_tasks.worker.models import resolve_model_path
+
+        self.name = name
+        self.port = localstack.free_port()
+        self.model = str(resolve_model_path(DEFAULT_MODEL))
+        env = localstack.clean_env(os.environ, HF_HUB_OFFLINE="1", INFINITY_ANONYMOUS_USAGE_STATS="0", DO_NOT_TRACK="1")
+        env.pop("PYTHONPATH", None)  # its own venv and packages only
+        args = [str(venv / "bin" / "infinity_emb"), "v2", "--model-id", self.model, "--served-model-name", "minilm"]
+        args += ["--engine", "torch", "--device", "cpu", "--port", str(self.port), "--no-bettertransformer"]
+        self.log_path = workdir / f"{name}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(args, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def client(self) -> Client:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=RESULT_TIMEOUT_S)
+
+        def call(batch: list[str]) -> None:
+            request = json.dumps({"model": "minilm", "input": batch})
+            connection.request("POST", "/embeddings", request, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            body = json.loads(response.read())
+            if response.status != 200 or len(body["data"]) != len(batch):
+                raise RuntimeError(f"{self.name}: HTTP {response.status}")
+
+        return call
+
+
 class CeleryTarget(Target):
     """A real `celery -A inference_tasks worker` on its own Redis database; one producer app per client."""
 
@@ -482,6 +514,10 @@ def main() -> None:
         )
         targets["ceiling"] = CeilingTarget("ceiling", cores)
         targets["ceiling-openvino"] = CeilingTarget("ceiling-openvino", cores, "openvino", cache)
+        if (PEER_VENV / "bin" / "infinity_emb").exists():
+            targets["infinity"] = InfinityTarget("infinity", PEER_VENV, work)
+        else:
+            print(f"no Infinity peer ({PEER_VENV}): run benchmarks/peers/setup_infinity.sh to compare", flush=True)
         if args.runtimes_only:
             oversub = []
         else:
@@ -612,6 +648,7 @@ def torch_sections(
 
 
 RUNTIME_CONFIGS = ["celery", "celery-openvino", "ceiling", "ceiling-openvino"]
+PEER_VENV = Path(__file__).resolve().parent / "peers" / ".venv-infinity"
 CHILD_READY = re.compile(r"child ready ([\d.]+) s after fork")
 PRELOADED = re.compile(r"model preloaded in the main process in ([\d.]+) s")
 
@@ -622,14 +659,15 @@ def runtimes_section(targets: dict[str, Target], args: argparse.Namespace, level
     batches = make_batches(args.requests, args.batch, args.seed)
     for name in ("celery", "celery-openvino"):  # both alike: compact results, as a bulk producer asks
         targets[name].encoding = args.runtime_encoding  # type: ignore[attr-defined]
-    parts: dict[str, list[dict]] = {name: [] for name in RUNTIME_CONFIGS}
+    configs = [*RUNTIME_CONFIGS, *(["infinity"] if "infinity" in targets else [])]
+    parts: dict[str, list[dict]] = {name: [] for name in configs}
     for round_index in range(args.runtime_rounds):
-        order = rotated(RUNTIME_CONFIGS, round_index)
+        order = rotated(configs, round_index)
         for name in order if round_index % 2 == 0 else order[::-1]:
             redis = redis_process if name.startswith("celery") else None
             parts[name].append(run(targets[name], batches, level, redis))
             print(f"  {name} at {level} producers: {sentences_per_s(parts[name][-1]):.0f} sentences/s", flush=True)
-    rows = [combine(parts[name]) for name in RUNTIME_CONFIGS]
+    rows = [combine(parts[name]) for name in configs]
     for row in rows:
         row["sentences_per_s"] = row["requests_per_s"] * args.batch
     encoding = args.runtime_encoding or "json"
@@ -666,16 +704,44 @@ def runtimes_section(targets: dict[str, Target], args: argparse.Namespace, level
             f"process {', '.join(f'{s:.2f}' for s in facts['preload_s'])} s, precision {facts['precision']}"
         )
     one_text.pop("latencies", None)
+    single = single_sentences(targets, args, level, redis_process, [c for c in configs if not c.startswith("ceiling")])
+    for row in single:
+        lines.append(
+            f"single sentences, {level} producers: {row['config']} {row['requests_per_s']:.0f}/s, "
+            f"p50 {row['latency_p50_s'] * 1000:.0f} ms, p95 {row['latency_p95_s'] * 1000:.0f} ms"
+        )
+    if "infinity" in by_name:
+        figures["celery_openvino_vs_infinity"] = rate["celery-openvino"] / rate["infinity"]
+        ratio = figures["celery_openvino_vs_infinity"]
+        lines.append(f"celery-openvino / infinity ({args.batch}-text requests): {ratio:.2f}x")
     for name in ("celery", "celery-openvino"):
         targets[name].encoding = None  # type: ignore[attr-defined]
     return {
         "encoding": encoding,
         "rows": rows,
+        "single_sentences": single,
         "one_text": one_text,
         "children": children,
         "figures": figures,
         "lines": lines,
     }
+
+
+def single_sentences(
+    targets: dict[str, Target], args: argparse.Namespace, level: int, redis_process: Any, configs: list[str]
+) -> list[dict]:
+    """One text per request, `level` closed-loop producers, alternated: what an app embedding one
+    title at a time sees (Celery micro-batches them in the worker, Infinity in its server)."""
+    texts = make_batches(args.requests * 4, 1, args.seed + 7)
+    parts: dict[str, list[dict]] = {name: [] for name in configs}
+    for round_index in range(2 if args.runtime_rounds > 1 else 1):
+        order = rotated(configs, round_index)
+        for name in order if round_index % 2 == 0 else order[::-1]:
+            redis = redis_process if name.startswith("celery") else None
+            parts[name].append(run(targets[name], texts, level, redis))
+    rows = [combine(parts[name]) for name in configs]
+    print_table(f"Single sentences ({level} producers)", rows)
+    return rows
 
 
 def sentences_per_s(part: dict) -> float:

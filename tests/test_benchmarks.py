@@ -87,7 +87,12 @@ def test_serving_harness_runs_every_configuration(tmp_path):
     assert oversub["http-default-3t"]["peak_os_threads"] > oversub["http-pinned"]["peak_os_threads"]
     assert "celery_vs_ceiling" in report["summary"]["figures"]
     runtimes = report["runtimes"]
-    assert {row["config"] for row in runtimes["rows"]} == {"celery", "celery-openvino", "ceiling", "ceiling-openvino"}
+    configs = {row["config"] for row in runtimes["rows"]}
+    # Infinity joins where its venv exists (benchmarks/peers/setup_infinity.sh), not on CI.
+    assert configs - {"infinity"} == {"celery", "celery-openvino", "ceiling", "ceiling-openvino"}
+    assert {row["config"] for row in runtimes["single_sentences"]} == {"celery", "celery-openvino"} | (
+        configs & {"infinity"}
+    )
     assert all(row["sentences_per_s"] > 0 for row in runtimes["rows"])
     assert runtimes["one_text"]["tasks"] == 16 and runtimes["one_text"]["errors"] == 0
     assert runtimes["children"]["celery-openvino"]["precision"] in (["bf16"], ["f32"])
