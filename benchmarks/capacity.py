@@ -38,7 +38,9 @@ RESULT_TIMEOUT_S = 300
 REDIS_HEADROOM = 0.5
 
 
-def measure(worker: localstack.WorkerProcess, redis_pid: int, batches: list[list[str]], producers: int) -> dict:
+def measure(
+    worker: localstack.WorkerProcess, redis_pid: int, batches: list[list[str]], producers: int, events: bool = True
+) -> dict:
     client = redis.Redis.from_url(worker.redis_url)
     client.config_resetstat()
     server = psutil.Process(redis_pid)
@@ -46,7 +48,7 @@ def measure(worker: localstack.WorkerProcess, redis_pid: int, batches: list[list
     order = itertools.count()
 
     def produce() -> None:
-        app = localstack.producer_app(worker.redis_url)
+        app = localstack.producer_app(worker.redis_url, task_events=events)
         while (index := next(order)) < len(batches):
             producer.collect(producer.send(app, EMBED_TASK, args=[batches[index]]), timeout=RESULT_TIMEOUT_S)
 
@@ -80,6 +82,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=60, help="64-text tasks")
     parser.add_argument("--producers", type=int, default=8)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--no-task-events", action="store_true", help="INFERENCE_TASK_EVENTS=false (workers and producers)"
+    )
     parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "capacity.json")
     args = parser.parse_args()
     if args.quick:
@@ -87,12 +92,15 @@ def main() -> None:
     cores = available_cores()
     work = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
     server = localstack.start_redis(work / "redis")
-    worker = localstack.start_worker("capacity", server.url(1), work, os.environ, concurrency=cores)
+    events = not args.no_task_events
+    worker = localstack.start_worker(
+        "capacity", server.url(1), work, os.environ, concurrency=cores, task_events=str(events).lower()
+    )
     rows = []
     try:
         measure(worker, server.process.pid, make_batches(cores * 4, 8, seed=1), cores)  # warm every child
-        rows.append(measure(worker, server.process.pid, make_batches(args.tasks, 1, seed=2), args.producers))
-        rows.append(measure(worker, server.process.pid, make_batches(args.batches, 64, seed=3), args.producers))
+        rows.append(measure(worker, server.process.pid, make_batches(args.tasks, 1, seed=2), args.producers, events))
+        rows.append(measure(worker, server.process.pid, make_batches(args.batches, 64, seed=3), args.producers, events))
     finally:
         worker.stop()
         server.process.terminate()
@@ -112,7 +120,8 @@ def main() -> None:
         )
         print(f"     top commands per task: {row['top_commands_per_task']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"cores": cores, "headroom": REDIS_HEADROOM, "rows": rows}, indent=2) + "\n")
+    report = {"cores": cores, "headroom": REDIS_HEADROOM, "task_events": events, "rows": rows}
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"results: {args.out}")
 
 

@@ -152,3 +152,12 @@ def test_a_sentinel_url_names_every_sentinel_and_hides_the_password():
     assert conf.broker_transport_options["master_name"] == "inference-primary"
     assert conf.result_backend.startswith("inference_tasks.broker.result_backend:SentinelResultBackend+sentinel://")
     assert conf.result_backend_transport_options == {"master_name": "inference-primary"}
+
+
+def test_task_events_can_be_turned_off_for_producers_and_workers_alike():
+    from inference_tasks.app import create_app
+
+    on = create_app(Settings.from_env({})).conf
+    off = create_app(Settings.from_env({"INFERENCE_TASK_EVENTS": "false"})).conf
+    assert (on.worker_send_task_events, on.task_send_sent_event) == (True, True)
+    assert (off.worker_send_task_events, off.task_send_sent_event) == (False, False)
