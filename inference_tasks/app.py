@@ -26,10 +26,12 @@ SENTINEL_RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:SentinelR
 # Imported by Celery's worker only (its loader imports `include` before sending worker_init): the
 # worker lifecycle hooks first, then the task modules. Producers, Flower and the CLI import none.
 TASK_MODULES = ["inference_tasks.worker.signals", "inference_tasks.tasks", "inference_tasks.ml.training"]
-# Worker consumer bootsteps: lease renewal for the messages held, and the micro-batcher's shutdown.
+# Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, and
+# task events published on a timer.
 CONSUMER_STEPS = (
     "inference_tasks.broker.leases:LeaseRenewal",
     "inference_tasks.batching.microbatch:StopBatchingOnConsumerStop",
+    "inference_tasks.worker.task_events:FlushTaskEventsOnATimer",
 )
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 

@@ -65,6 +65,7 @@ DEFAULT_TRAINING_RESULT_EXPIRES_S = 86_400
 DEFAULT_RESULT_WRITE_PATIENCE_S = 30.0
 # Celery kills a child that has not signalled "up" within this time (default 4 s). A child
 # loads and warms the model before that signal: ~1 s measured here, far more on a busy host.
+DEFAULT_TASK_EVENTS_FLUSH_MS = 50
 DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
 DEFAULT_SOFT_TIME_LIMIT_S = 300
 DEFAULT_TIME_LIMIT_S = 330
@@ -182,6 +183,9 @@ class Settings:
     # OpenVINO tasks ran 26 % faster here (docs/scaling.md). Flower then shows workers but no tasks;
     # results, replies, doctor, status and the exporter do not use them.
     task_events: bool = True
+    # The worker publishes its buffered task events this often, all in one message (0: Celery's own
+    # flush at every turn of the event loop, one PUBLISH per task when busy); worker/task_events.py.
+    task_events_flush_ms: int = DEFAULT_TASK_EVENTS_FLUSH_MS
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_redeliveries: int = DEFAULT_MAX_REDELIVERIES
     dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX

@@ -12,10 +12,11 @@ import time
 import numpy as np
 import psutil
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, redis_client
 from ruby_runner import ruby
 
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
+from tests.support.events import EventRecorder
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -79,6 +80,50 @@ def test_one_text_tasks_sent_together_share_an_encode_and_each_gets_its_own_resu
     after = batch_counters(batching_worker)
     assert after["batches_run"] > before["batches_run"]
     assert after["largest_batch"] >= 8, after  # 15 tasks sent within one wait; allow a split on a slow host
+
+
+def published_until_quiet(pubsub) -> list[dict]:
+    """Every message the subscription has received, read until none arrives for a moment."""
+    messages = []
+    while (message := pubsub.get_message(timeout=0.5)) is not None:
+        messages.append(message)
+    return messages
+
+
+def test_a_batch_records_each_started_once_before_its_success_and_sends_its_events_in_few_messages(
+    batching_worker, lone
+):
+    """A batch's STARTED states are written together as its shared encode begins: each task's
+    state channel carries STARTED once, then SUCCESS. Its task events (received, started,
+    succeeded) all arrive, in a few `task.multi` messages published on a timer, where Celery's
+    flush at every turn of the event loop sends at least one per task received."""
+    app = batching_worker.app
+    before = batch_counters(batching_worker)
+    pubsub = redis_client(batching_worker.redis_url).pubsub()
+    pubsub.psubscribe("celery-task-meta-*", "*celeryev/task.multi")
+    subscribed = [pubsub.get_message(timeout=5) for _ in range(2)]
+    assert [m and m["type"] for m in subscribed] == ["psubscribe", "psubscribe"]
+    with EventRecorder(app) as recorder:
+        results = [app.send_task(EMBED_TASK, args=[[text]]) for text in TEXTS]
+        for result in results:
+            assert len(result.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) == 1
+        for kind in ("task-received", "task-started", "task-succeeded"):
+            wait_until(
+                lambda kind=kind: all(recorder.of_type(kind, r.id) for r in results), 30, f"every task's {kind} event"
+            )
+        assert all(len(recorder.of_type("task-started", r.id)) == 1 for r in results)
+    messages = published_until_quiet(pubsub)
+    pubsub.close()
+    assert batch_counters(batching_worker)["batches_run"] > before["batches_run"]
+
+    states: dict[str, list[str]] = {r.id: [] for r in results}
+    for message in messages:
+        channel = message["channel"].decode()
+        if channel.startswith("celery-task-meta-") and channel.removeprefix("celery-task-meta-") in states:
+            states[channel.removeprefix("celery-task-meta-")].append(json.loads(message["data"])["status"])
+    assert all(sequence == ["STARTED", "SUCCESS"] for sequence in states.values()), states
+    event_messages = [m for m in messages if m["channel"].decode().endswith("celeryev/task.multi")]
+    assert 1 <= len(event_messages) <= len(TEXTS) // 2, f"{len(event_messages)} task.multi messages"
 
 
 def test_a_lone_task_held_while_the_child_is_busy_goes_when_the_child_is_free(batching_worker, lone):

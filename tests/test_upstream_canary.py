@@ -64,11 +64,39 @@ PINNED: dict[str, tuple[str, str]] = {
     "celery.backends.base:Backend.store_result": ("2e526cc38f605e82", "result_backend.ResultBackend.store_result"),
     "celery.backends.base:BaseKeyValueStoreBackend._store_result": (
         "c0214af4c66e2999",
-        "result_backend (what a store writes)",
+        "result_backend.ResultStore._store_result (its read-then-write, redone as one Lua script)",
+    ),
+    "celery.backends.base:Backend._get_result_meta": (
+        "11e2894927939e70",
+        "result_backend.ResultStore._encoded_state (the meta it builds)",
     ),
     "celery.backends.redis:RedisBackend._set": (
         "93cac55f65fd7b4a",
-        "result_backend (lifetime, the write that can be refused)",
+        "result_backend (SET with lifetime and PUBLISH, redone in the Lua script)",
+    ),
+    "celery.backends.redis:RedisBackend.set": (
+        "807be0ea0213ba59",
+        "result_backend.ResultStore._encoded_state (size limit, ensure)",
+    ),
+    "celery.backends.redis:RedisBackend._set_with_state": (
+        "382faab236b68f16",
+        "result_backend.ResultStore._encoded_state (FAILURE's lifetime)",
+    ),
+    "celery.worker.consumer.consumer:Consumer.on_send_event_buffered": (
+        "0429cadc8bf9dc54",
+        "worker/task_events.py (replaced by a timer)",
+    ),
+    "celery.worker.consumer.events:Events.start": (
+        "5dafa048a5f8bb39",
+        "worker/task_events.py (the dispatcher it builds, its on_send_buffered hook)",
+    ),
+    "celery.events.dispatcher:EventDispatcher.send": (
+        "eb70b87b4c68ed01",
+        "worker/task_events.py (buffer_limit, on_send_buffered)",
+    ),
+    "celery.events.dispatcher:EventDispatcher.flush": (
+        "4e9a6b4ec6a95ddb",
+        "worker/task_events.py (publishes a buffer as one task.multi)",
     ),
     "kombu.transport.redis:SentinelChannel._sentinel_managed_pool": (
         "bde54a2d6e93ac13",

@@ -13,6 +13,8 @@ from conftest import REPO_ROOT, redis_client
 
 from inference_tasks.broker.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
+from tests.support.events import EventRecorder
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 60
@@ -252,3 +254,15 @@ def test_adaptive_threads_lend_idle_cores_and_take_them_back(start_worker):
     again = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert again["torch_threads"] == 2
     assert "adaptive threads: a child alone may use up to 2 threads" in worker.log()
+
+
+def test_task_events_still_buffered_at_a_warm_shutdown_are_sent(start_worker):
+    """Task events wait for the flush timer (here longer than the test); a warm shutdown sends them."""
+    worker = start_worker(concurrency=1, task_events_flush_ms=600_000)
+    with EventRecorder(worker.app) as recorder:
+        result = worker.app.send_task(EMBED_TASK, args=[["a parcel that never arrived"]])
+        assert len(result.get(timeout=120)["embeddings"]) == 1
+        assert not recorder.of_type("task-succeeded", result.id)  # still buffered: the timer is 10 minutes
+        assert worker.stop() == 0
+        wait_until(lambda: recorder.of_type("task-succeeded", result.id), 30, "the buffered task-succeeded event")
+    assert recorder.of_type("task-received", result.id) and recorder.of_type("task-started", result.id)

@@ -7,13 +7,22 @@ with its own validation, the result stored in the backend, task_success/failure,
 replies), picking up its vectors instead of encoding again. A bad task fails alone: it was
 either left out of the shared encode (its arguments looked wrong) or, if the shared encode
 itself raises, every task encodes on its own.
+
+STARTED is written for all of them at once, in one round trip, when the shared encode begins
+(result_backend.store_started_together): that is when their work starts, and the tracer's
+write of each just before its SUCCESS cost a round trip per task for a state that lasted
+microseconds.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from celery import current_app
+from celery.app.task import Context, get_actual_ignore_result
 
 from inference_tasks.batching.plan import PlannedEncode
 from inference_tasks.worker.child import CHILD
@@ -45,6 +54,21 @@ def encode_together(plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
     return vectors
 
 
+def record_started_together(entries: Sequence[tuple[Any, ...]]) -> Any:
+    """Write STARTED for the entries whose tasks track it (as the tracer decides); the backend, or None."""
+    backend = current_app.backend
+    if not hasattr(backend, "store_started_together"):
+        return None
+    tracked = []
+    for name, task_id, request, *_ in entries:
+        task = current_app.tasks.get(name)
+        if task is not None and task.track_started and not get_actual_ignore_result(task, Context(request)):
+            tracked.append((task_id, request))
+    if tracked:
+        backend.store_started_together(tracked, os.getpid())
+    return backend
+
+
 def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: list[PlannedEncode]) -> list[Any]:
     """The pool job of a micro-batch: one outcome per entry, as Celery's tracer returns it for one task.
 
@@ -54,7 +78,9 @@ def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: 
     job_starts()
     CHILD.in_batch = True
     outcomes: list[Any] = []
+    backend = None
     try:
+        backend = record_started_together(entries)
         HOLDER.pre_encoded = encode_together(plans)
         for entry in entries:
             try:
@@ -63,6 +89,8 @@ def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: 
                 logger.exception("tracing task %s of a micro-batch failed", entry[1])
                 outcomes.append(None)
     finally:
+        if backend is not None:
+            backend.forget_started_together()
         HOLDER.pre_encoded = {}
         CHILD.in_batch = False
         CHILD.batches_run += 1

@@ -17,6 +17,13 @@ overridden, `store_result`, is Celery's public backend API (every state change g
   results free memory) by the child running the task, which then gives it back to its queue
   (Celery's Reject with requeue) instead of being acked without a result. Intermediate states
   (STARTED, PROGRESS) are advisory: one that cannot be written is logged and skipped.
+- **One round trip per state.** Celery reads a task's stored state before every write (a
+  SUCCESS is never overwritten: a redelivered duplicate must not clobber it), then writes and
+  publishes in a MULTI: two round trips, and the read and the write are not atomic. Here one Lua
+  script does all three atomically (`_store_result`). A micro-batch's STARTED states are written
+  together, in one round trip, when its shared encode begins (`store_started_together`); the
+  tracer's own STARTED write for each of those tasks is then skipped. Before this a one-text task
+  cost its child four round trips to store two states; now one, plus a share of the batch's one.
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ import time
 from typing import Any
 
 from celery import states
+from celery.app.task import Context
 from celery.backends.redis import RedisBackend, SentinelBackend
-from celery.exceptions import Reject
+from celery.exceptions import BackendStoreError, Reject
+from kombu.utils.encoding import bytes_to_str
 
 from inference_tasks.broker import replies
 from inference_tasks.broker.redis_errors import is_out_of_memory
@@ -39,6 +48,25 @@ logger = logging.getLogger(__name__)
 FIRST_PAUSE_S = 0.05
 LONGEST_PAUSE_S = 1.0
 
+# KEYS[1] the task's meta key; ARGV the encoded meta and its lifetime in seconds (0: none).
+# Celery's rule, atomically: a stored SUCCESS is never replaced. Results are JSON only (app.py).
+SET_UNLESS_SUCCEEDED = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local ok, meta = pcall(cjson.decode, current)
+  if ok and type(meta) == 'table' and meta['status'] == 'SUCCESS' then
+    return 0
+  end
+end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+redis.call('PUBLISH', KEYS[1], ARGV[1])
+return 1
+"""
+
 
 class ResultStore:
     """Mixed into Celery's Redis backends: store_result pushes replies, sets lifetimes and outlasts a
@@ -46,10 +74,15 @@ class ResultStore:
 
     app: Any
     client: Any
+    # Tasks whose STARTED a micro-batch already wrote (store_started_together); per process.
+    _started_together: set[str]
 
     def store_result(
         self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None, **kwargs: Any
     ) -> Any:
+        if state == states.STARTED and task_id in self.__dict__.get("_started_together", ()):
+            self._started_together.discard(task_id)
+            return result
         if state not in states.READY_STATES:
             try:
                 return super().store_result(task_id, result, state, traceback, request, **kwargs)  # type: ignore[misc]
@@ -89,6 +122,54 @@ class ResultStore:
                 logger.warning("Redis is full: retrying to store %s of task %s", state, task_id)
                 time.sleep(pause)
                 pause = min(pause * 2, LONGEST_PAUSE_S)
+
+    def _store_result(
+        self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None, **kwargs: Any
+    ) -> Any:
+        """Celery's BaseKeyValueStoreBackend._store_result in one atomic round trip (pinned, docs/upstream.md)."""
+        key, value, lifetime = self._encoded_state(task_id, result, state, traceback, request)
+        self.ensure(self._set_unless_succeeded, (key, value, lifetime))  # type: ignore[attr-defined]
+        return result
+
+    def _encoded_state(
+        self, task_id: str, result: Any, state: str, traceback: Any, request: Any
+    ) -> tuple[str, str, int]:
+        """The key, the meta exactly as Celery encodes it, and its lifetime (RedisBackend._set_with_state)."""
+        meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)  # type: ignore[attr-defined]
+        meta["task_id"] = bytes_to_str(task_id)
+        value = self.encode(meta)  # type: ignore[attr-defined]
+        if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:  # type: ignore[attr-defined]
+            raise BackendStoreError("value too large for Redis backend", state=state, task_id=task_id)
+        lifetime = self.failure_expires if state == states.FAILURE else None  # type: ignore[attr-defined]
+        if lifetime is None:
+            lifetime = self.expires  # type: ignore[attr-defined]
+        return self.get_key_for_task(task_id), value, int(lifetime or 0)  # type: ignore[attr-defined]
+
+    def _set_unless_succeeded(self, key: str, value: str, lifetime: int) -> bool:
+        return bool(self.client.eval(SET_UNLESS_SUCCEEDED, 1, key, value, lifetime))
+
+    def store_started_together(self, requests: list[tuple[str, dict[str, Any]]], pid: int) -> None:
+        """STARTED for every task of a micro-batch, in one round trip, as their shared encode begins.
+
+        `requests` are (task id, Celery request dict). The tracer's own STARTED write for each is
+        then skipped (store_result). Advisory like any STARTED: a failure is logged and each task
+        writes its own STARTED as usual.
+        """
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                for task_id, request in requests:
+                    started = {"pid": pid, "hostname": request.get("hostname")}
+                    key, value, lifetime = self._encoded_state(task_id, started, states.STARTED, None, Context(request))
+                    pipe.eval(SET_UNLESS_SUCCEEDED, 1, key, value, lifetime)
+                pipe.execute()
+        except Exception as error:  # noqa: BLE001 - advisory; each task then records its own STARTED
+            logger.warning("could not record STARTED for a micro-batch of %d tasks: %s", len(requests), error)
+            return
+        self.__dict__.setdefault("_started_together", set()).update(task_id for task_id, _ in requests)
+
+    def forget_started_together(self) -> None:
+        """The batch is over: a task not traced (its tracing failed) must not skip a later STARTED."""
+        self.__dict__.get("_started_together", set()).clear()
 
     def _running(self, task_id: str) -> bool:
         """Whether this process is the one running `task_id` (a prefork child, or a solo worker)."""
