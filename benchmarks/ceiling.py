@@ -12,9 +12,18 @@ from pathlib import Path
 _model = None
 
 
-def start(model_name: str, pinned_threads: int, backend: str = "torch", cache: str | None = None) -> None:
-    """Pool initializer: pin every native pool, then load (compile, for OpenVINO) and warm up the model."""
+def start(
+    model_name: str,
+    pinned_threads: int,
+    backend: str = "torch",
+    cache: str | None = None,
+    cpus: frozenset[int] | None = None,
+) -> None:
+    """Pool initializer: confine to `cpus` if given, pin every native pool, then load (compile, for
+    OpenVINO) and warm up the model."""
     global _model
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     from inference_tasks.worker import threads
 
     threads.set_thread_env(os.environ, pinned_threads)

@@ -21,6 +21,13 @@ bigger hosts) and single-producer latency. Prints tables and the ratios; writes 
     .venv/bin/python benchmarks/serving.py                 # the documented run, ~8 minutes here
     .venv/bin/python benchmarks/serving.py --quick         # a smoke run of every code path
     .venv/bin/python benchmarks/serving.py --runtimes-only # torch vs OpenVINO only (~3 minutes)
+    .venv/bin/python benchmarks/serving.py --runtimes-only --worker-cpus 1
+
+`--worker-cpus` confines what serves (Celery workers, main process and children; the ceiling's
+processes; the HTTP servers) to those CPUs and puts this harness, its producers and redis-server
+on the others, as production puts producers and Redis on other hosts. On a small machine that is
+the only way to see what the serving stack itself delivers per core: with everything on the
+same cores, the producers' and Redis' CPU (which the ceiling does not pay) is charged to Celery.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -235,14 +243,21 @@ class CeleryTarget(Target):
 class CeilingTarget(Target):
     """`cores` spawned processes x 1 thread, each calling encode on whole batches (benchmarks/ceiling.py)."""
 
-    def __init__(self, name: str, cores: int, backend: str = "torch", cache: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cores: int,
+        backend: str = "torch",
+        cache: Path | None = None,
+        cpus: frozenset[int] | None = None,
+    ) -> None:
         self.name = name
         self.cores = cores
         self.pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=cores,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=ceiling.start,
-            initargs=(DEFAULT_MODEL, 1, backend, str(cache) if cache else None),
+            initargs=(DEFAULT_MODEL, 1, backend, str(cache) if cache else None, cpus),
         )
         self._pids: list[int] = []
 
@@ -484,6 +499,9 @@ def main() -> None:
     parser.add_argument(
         "--runtime-encoding", default="f32-base64", help="result encoding in the runtime section ('' for JSON)"
     )
+    parser.add_argument(
+        "--worker-cpus", default="", help="CPUs for what serves, e.g. '1' (the harness and Redis get the rest)"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     if args.quick:
@@ -494,6 +512,15 @@ def main() -> None:
     levels = [int(level) for level in args.levels.split(",")]
     oversub = [int(t) for t in args.oversub.split(",") if t.strip()]
     cores = available_cores()
+    worker_cpus = parse_cpus(args.worker_cpus)
+    if worker_cpus:
+        harness_cpus = os.sched_getaffinity(0) - worker_cpus
+        if not harness_cpus or not worker_cpus <= os.sched_getaffinity(0):
+            sys.exit(f"--worker-cpus {args.worker_cpus}: must leave this harness at least one of its CPUs")
+        os.sched_setaffinity(0, harness_cpus)  # this thread, redis-server and every later thread here
+        cores = len(worker_cpus)
+        print(f"serving on CPUs {sorted(worker_cpus)}; harness and Redis on {sorted(harness_cpus)}", flush=True)
+    place = partial(on_cpus, worker_cpus)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="bench-serving-"))
     server = localstack.start_redis(work / "redis")
@@ -508,20 +535,27 @@ def main() -> None:
         cache = work / "models"
         export = export_openvino(Settings(model_cache=str(cache)))
         print(f"OpenVINO export in {export.seconds:.1f} s", flush=True)
-        targets["celery"] = CeleryTarget("celery", server.url(next(databases)), work, cores, True)
-        targets["celery-openvino"] = CeleryTarget(
-            "celery-openvino", server.url(next(databases)), work, cores, True, backend="openvino", model_cache=cache
+        targets["celery"] = place(CeleryTarget, "celery", server.url(next(databases)), work, cores, True)
+        targets["celery-openvino"] = place(
+            CeleryTarget,
+            "celery-openvino",
+            server.url(next(databases)),
+            work,
+            cores,
+            True,
+            backend="openvino",
+            model_cache=cache,
         )
-        targets["ceiling"] = CeilingTarget("ceiling", cores)
-        targets["ceiling-openvino"] = CeilingTarget("ceiling-openvino", cores, "openvino", cache)
+        targets["ceiling"] = CeilingTarget("ceiling", cores, cpus=worker_cpus)
+        targets["ceiling-openvino"] = CeilingTarget("ceiling-openvino", cores, "openvino", cache, cpus=worker_cpus)
         if (PEER_VENV / "bin" / "infinity_emb").exists():
-            targets["infinity"] = InfinityTarget("infinity", PEER_VENV, work)
+            targets["infinity"] = place(InfinityTarget, "infinity", PEER_VENV, work)
         else:
             print(f"no Infinity peer ({PEER_VENV}): run benchmarks/peers/setup_infinity.sh to compare", flush=True)
         if args.runtimes_only:
             oversub = []
         else:
-            start_http_and_torch_variants(targets, server, databases, work, cores, oversub)
+            place(start_http_and_torch_variants, targets, server, databases, work, cores, oversub)
         for target in targets.values():
             target.wait_ready()
         warm = make_batches(cores * 2, args.batch, seed=args.seed + 1)
@@ -552,13 +586,16 @@ def main() -> None:
     errors = sum(len(row["errors"]) if isinstance(row["errors"], list) else row["errors"]
                  for row in [*main_rows, *oversub_rows, *low_rows, *runtime.get("rows", [])])  # fmt: skip
     errors += runtime.get("one_text", {}).get("errors", 0)
-    out = args.out if not args.runtimes_only or args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("runtimes.json")
+    out = args.out
+    if args.runtimes_only and args.out == DEFAULT_OUT:
+        out = DEFAULT_OUT.with_name("runtimes-worker-cpus.json" if worker_cpus else "runtimes.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps(
             {
                 "command": " ".join(["benchmarks/serving.py", *sys.argv[1:]]),
                 "cores": cores,
+                "worker_cpus": sorted(worker_cpus),
                 "batch_sentences": args.batch,
                 "seed": args.seed,
                 "startup_s": startup_s,
@@ -577,6 +614,28 @@ def main() -> None:
     print(f"results: {out}")
     if errors:
         sys.exit(f"{errors} requests failed")
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """'1' or '2,3' or '2-3' as a CPU set; '' as none."""
+    cpus: set[int] = set()
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return frozenset(cpus)
+
+
+def on_cpus(cpus: frozenset[int], start: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run `start` (which launches processes) with this thread confined to `cpus`, so what it forks or
+    spawns inherits them; then give the thread its CPUs back. No CPUs: just `start`."""
+    if not cpus:
+        return start(*args, **kwargs)
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        return start(*args, **kwargs)
+    finally:
+        os.sched_setaffinity(0, saved)
 
 
 def start_http_and_torch_variants(

@@ -147,7 +147,10 @@ def test_revoke_terminate_of_a_batched_task_ends_its_batch_and_the_others_run_ag
     batch = [app.send_task("tests.coalesced_wait", args=[[f"t{i}"], m, gate]) for i, m in enumerate(markers)]
     redis.rpush(gate, "open")  # frees the first task only (one BLPOP takes it)
     assert first.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
-    wait_until(lambda: started(batch[0]), RESULT_TIMEOUT_S, "the batch to run (its first task waits on the gate)")
+    # A batch's STARTED states are all written as it begins; its first task's own record of its
+    # attempt says the task body is running (and waiting on the gate).
+    wait_until(lambda: redis.llen(markers[0]) == 1, RESULT_TIMEOUT_S, "the batch's first task to wait on the gate")
+    assert all(started(result) for result in batch)
     assert "coalesced 3 tasks" in batching_worker.log()
     app.control.revoke(batch[1].id, terminate=True, reply=True, timeout=10, limit=1)
     wait_until(lambda: batch[1].state == "REVOKED", 30, "REVOKED")

@@ -82,6 +82,11 @@ def test_one_text_tasks_sent_together_share_an_encode_and_each_gets_its_own_resu
     assert after["largest_batch"] >= 8, after  # 15 tasks sent within one wait; allow a split on a slow host
 
 
+def command_calls(redis) -> dict[str, int]:
+    """Redis' count of calls per command (INFO commandstats), server-wide."""
+    return {name.removeprefix("cmdstat_"): stats["calls"] for name, stats in redis.info("commandstats").items()}
+
+
 def published_until_quiet(pubsub) -> list[dict]:
     """Every message the subscription has received, read until none arrives for a moment."""
     messages = []
@@ -99,7 +104,9 @@ def test_a_batch_records_each_started_once_before_its_success_and_sends_its_even
     flush at every turn of the event loop sends at least one per task received."""
     app = batching_worker.app
     before = batch_counters(batching_worker)
-    pubsub = redis_client(batching_worker.redis_url).pubsub()
+    redis = redis_client(batching_worker.redis_url)
+    commands_before = command_calls(redis)
+    pubsub = redis.pubsub()
     pubsub.psubscribe("celery-task-meta-*", "*celeryev/task.multi")
     subscribed = [pubsub.get_message(timeout=5) for _ in range(2)]
     assert [m and m["type"] for m in subscribed] == ["psubscribe", "psubscribe"]
@@ -114,6 +121,7 @@ def test_a_batch_records_each_started_once_before_its_success_and_sends_its_even
         assert all(len(recorder.of_type("task-started", r.id)) == 1 for r in results)
     messages = published_until_quiet(pubsub)
     pubsub.close()
+    commands = {name: calls - commands_before.get(name, 0) for name, calls in command_calls(redis).items()}
     assert batch_counters(batching_worker)["batches_run"] > before["batches_run"]
 
     states: dict[str, list[str]] = {r.id: [] for r in results}
@@ -124,6 +132,10 @@ def test_a_batch_records_each_started_once_before_its_success_and_sends_its_even
     assert all(sequence == ["STARTED", "SUCCESS"] for sequence in states.values()), states
     event_messages = [m for m in messages if m["channel"].decode().endswith("celeryev/task.multi")]
     assert 1 <= len(event_messages) <= len(TEXTS) // 2, f"{len(event_messages)} task.multi messages"
+    # Every message was recorded as unacked and acked (one HDEL each), without a MULTI/EXEC per
+    # message for either: kombu's own transport used two per task.
+    assert commands.get("hset", 0) >= len(TEXTS) and commands.get("hdel", 0) >= len(TEXTS), commands
+    assert commands.get("multi", 0) <= 8, commands  # 2 per task (24) before; now ~1 per batch
 
 
 def test_a_lone_task_held_while_the_child_is_busy_goes_when_the_child_is_free(batching_worker, lone):

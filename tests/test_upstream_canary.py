@@ -20,7 +20,23 @@ PINNED: dict[str, tuple[str, str]] = {
         "dae92bc4075dafb9",
         "transport.Channel._create_client (one client per pool)",
     ),
-    "kombu.transport.redis:QoS.append": ("35c655f6ecc62fe6", "transport.QoS.append (retries while Redis is full)"),
+    "kombu.transport.redis:QoS.append": (
+        "35c655f6ecc62fe6",
+        "transport.QoS.append (retries while full) and _record_unacked (kombu's append, plain pipeline)",
+    ),
+    "kombu.transport.virtual.base:QoS.append": ("b388f0cd6485c28a", "transport.QoS._record_unacked (local record)"),
+    "kombu.transport.redis:QoS.ack": ("1bc15a4ddf541af6", "transport.QoS.ack (Redis' part deferred and batched)"),
+    "kombu.transport.redis:QoS._remove_from_indices": ("980a109d54ad9136", "transport.QoS.write_acks"),
+    "kombu.transport.redis:QoS.pipe_or_acquire": ("ad7f549d96c81107", "transport.QoS.write_acks"),
+    "kombu.transport.redis:Channel.close": ("101e9b9cdad44b88", "transport.Channel.close (pending acks first)"),
+    "kombu.transport.virtual.base:Channel.close": (
+        "26368e1cadfc4ff9",
+        "transport.Channel.close (what is restored: only messages not acked locally)",
+    ),
+    "celery.worker.consumer.consumer:Consumer.create_task_handler": (
+        "292c5a681f10ade7",
+        "transport.QoS.ack (Celery acks on the event loop, via call_soon)",
+    ),
     "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "transport.QoS.reject (a refused requeue stays unacked)"),
     "kombu.transport.redis:QoS.restore_by_tag": ("58e161d81b6fe18d", "transport.QoS.reject (what a requeue writes)"),
     "kombu.transport.redis:QoS.restore_visible": (

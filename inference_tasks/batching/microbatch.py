@@ -340,3 +340,7 @@ class CoalescedTask(Task):
     """Base of inference.embed and inference.classify: small tasks may share one encode."""
 
     Strategy = "inference_tasks.batching.microbatch:strategy"
+    # The result's repr in the success log line and in Flower's task-succeeded event. Celery renders
+    # it for every task, and at its default 1,024 characters of vector numbers a one-text task's
+    # child spent ~9 % of its time there (profiled); 256 show the same start of the result.
+    resultrepr_maxsize = 256
