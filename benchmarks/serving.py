@@ -495,7 +495,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke size: every path, a few tiny requests")
     parser.add_argument("--runtimes-only", action="store_true", help="only the torch vs OpenVINO section")
     parser.add_argument("--runtime-rounds", type=int, default=3, help="alternated rounds of the runtime section")
-    parser.add_argument("--one-text-tasks", type=int, default=1024, help="one-text tasks in the burst")
+    parser.add_argument(
+        "--runtime-requests", type=int, default=64, help="requests per run in the runtime section (~4 s each)"
+    )
+    parser.add_argument("--one-text-tasks", type=int, default=4096, help="one-text tasks in the burst")
     parser.add_argument(
         "--runtime-encoding", default="f32-base64", help="result encoding in the runtime section ('' for JSON)"
     )
@@ -507,7 +510,7 @@ def main() -> None:
     if args.quick:
         args.levels, args.requests, args.requests_40, args.batch = "2", 4, 4, 4
         args.oversub, args.oversub_requests, args.low_load_requests = "3", 2, 2
-        args.runtime_rounds, args.one_text_tasks = 1, 16
+        args.runtime_rounds, args.runtime_requests, args.one_text_tasks = 1, 4, 16
     stop_cleanly_on_term()
     levels = [int(level) for level in args.levels.split(",")]
     oversub = [int(t) for t in args.oversub.split(",") if t.strip()]
@@ -715,7 +718,7 @@ PRELOADED = re.compile(r"model preloaded in the main process in ([\d.]+) s")
 def runtimes_section(targets: dict[str, Target], args: argparse.Namespace, level: int, redis_process: Any) -> dict:
     """torch vs OpenVINO, through Celery and in-process, alternated on the same 64-text batches; then
     one-text tasks micro-batched by the OpenVINO worker; per-child memory and fork-to-ready times."""
-    batches = make_batches(args.requests, args.batch, args.seed)
+    batches = make_batches(args.runtime_requests, args.batch, args.seed)
     for name in ("celery", "celery-openvino"):  # both alike: compact results, as a bulk producer asks
         targets[name].encoding = args.runtime_encoding  # type: ignore[attr-defined]
     configs = [*RUNTIME_CONFIGS, *(["infinity"] if "infinity" in targets else [])]
@@ -791,7 +794,7 @@ def single_sentences(
 ) -> list[dict]:
     """One text per request, `level` closed-loop producers, alternated: what an app embedding one
     title at a time sees (Celery micro-batches them in the worker, Infinity in its server)."""
-    texts = make_batches(args.requests * 4, 1, args.seed + 7)
+    texts = make_batches(args.runtime_requests * 4, 1, args.seed + 7)
     parts: dict[str, list[dict]] = {name: [] for name in configs}
     for round_index in range(2 if args.runtime_rounds > 1 else 1):
         order = rotated(configs, round_index)

@@ -18,8 +18,8 @@ from kombu.asynchronous import get_event_loop
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import dumps
 
+from inference_tasks import codec
 from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
 from inference_tasks.broker.keys import DEAD_LETTER_KEY, redelivery_key
 from inference_tasks.broker.redis_errors import is_out_of_memory
@@ -86,7 +86,9 @@ class QoS(kombu_redis.QoS):
     def _record_unacked(self, message: Any, delivery_tag: str) -> None:
         """kombu's QoS.append with a plain pipeline instead of a transaction (pinned, docs/upstream.md)."""
         delivery = message.delivery_info
-        record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        # The same JSON kombu writes (it reads it back with its json), by orjson: ~7 % of the main
+        # process's Python time per message with the standard library's encoder.
+        record = codec.dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         with self.channel.conn_or_acquire() as client:
             pipe = client.pipeline(transaction=False)
             pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()}).hset(self.unacked_key, delivery_tag, record)
