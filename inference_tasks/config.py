@@ -65,7 +65,7 @@ DEFAULT_TRAINING_RESULT_EXPIRES_S = 86_400
 DEFAULT_RESULT_WRITE_PATIENCE_S = 30.0
 # Celery kills a child that has not signalled "up" within this time (default 4 s). A child
 # loads and warms the model before that signal: ~1 s measured here, far more on a busy host.
-DEFAULT_TASK_EVENTS_FLUSH_MS = 50
+DEFAULT_TASK_EVENTS_FLUSH_MS = 250
 DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
 DEFAULT_SOFT_TIME_LIMIT_S = 300
 DEFAULT_TIME_LIMIT_S = 330
@@ -178,10 +178,10 @@ class Settings:
     time_limit_s: int = DEFAULT_TIME_LIMIT_S
     visibility_timeout_s: int = DEFAULT_VISIBILITY_TIMEOUT_S
     lease_renew_interval_s: float = DEFAULT_LEASE_RENEW_INTERVAL_S
-    # Task events (sent, received, started, succeeded, failed) feed Flower's live view. They cost ~2.4
-    # PUBLISH and ~4 KiB of Redis traffic per task, and the worker's CPU to write them: off, one-text
-    # OpenVINO tasks ran 26 % faster here (docs/scaling.md). Flower then shows workers but no tasks;
-    # results, replies, doctor, status and the exporter do not use them.
+    # Task events (sent, received, started, succeeded, failed) feed Flower's live view. Published every
+    # task_events_flush_ms they cost ~1 PUBLISH and ~2.4 KiB of Redis traffic per one-text task
+    # (docs/scaling.md). Off, Flower shows workers but no tasks; results, replies, doctor, status and
+    # the exporter do not use them.
     task_events: bool = True
     # The worker publishes its buffered task events this often, all in one message (0: Celery's own
     # flush at every turn of the event loop, one PUBLISH per task when busy); worker/task_events.py.
