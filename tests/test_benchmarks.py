@@ -6,6 +6,7 @@ No timing is asserted here: the figures are for docs/benchmarks.md, measured sid
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -14,7 +15,7 @@ import pytest
 from conftest import REPO_ROOT, clean_env
 
 from benchmarks.lifecycle import log_events, recycle_gaps, same_second_share, whole_pool_restarts
-from benchmarks.serving import make_batches
+from benchmarks.serving import make_batches, on_cpus, parse_cpus
 
 
 def test_batches_are_realistic_and_reproducible():
@@ -23,6 +24,18 @@ def test_batches_are_realistic_and_reproducible():
     assert [len(batch) for batch in first] == [64, 64, 64]
     assert make_batches(3, 64, seed=6) != first
     assert all(len(text.split()) >= 4 for batch in first for text in batch)
+
+
+def test_worker_cpus_are_parsed_and_what_is_launched_on_them_stays_there():
+    """--worker-cpus: a process started through on_cpus runs only on those CPUs; the caller keeps its own."""
+    assert parse_cpus("") == frozenset()
+    assert parse_cpus("1") == {1} and parse_cpus("0-2,5") == {0, 1, 2, 5}
+    mine = os.sched_getaffinity(0)
+    target = frozenset({min(mine)})
+    probe = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"]
+    launched = on_cpus(target, subprocess.run, probe, capture_output=True, text=True, check=True)
+    assert json.loads(launched.stdout) == sorted(target)
+    assert os.sched_getaffinity(0) == mine
 
 
 def test_recycles_in_the_same_second_are_counted():
