@@ -63,9 +63,10 @@ DEFAULT_TRAINING_RESULT_EXPIRES_S = 86_400
 # How long a child keeps retrying to store a finished result while Redis refuses writes (maxmemory
 # reached with noeviction) before it gives the task back to the queue instead (result_backend.py).
 DEFAULT_RESULT_WRITE_PATIENCE_S = 30.0
+# Task events buffered in the worker go out this often, in one message (worker/task_events.py).
+DEFAULT_TASK_EVENTS_FLUSH_MS = 250
 # Celery kills a child that has not signalled "up" within this time (default 4 s). A child
 # loads and warms the model before that signal: ~1 s measured here, far more on a busy host.
-DEFAULT_TASK_EVENTS_FLUSH_MS = 250
 DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
 DEFAULT_SOFT_TIME_LIMIT_S = 300
 DEFAULT_TIME_LIMIT_S = 330
