@@ -123,13 +123,19 @@ def run_failover(
             "completed": len(done_at),
             "lost": len(lost),
             "lost_ids": lost[:10],
+            # When each lost task's push returned, relative to the kill (negative: before it).
+            "lost_pushed_s_after_kill": [round(sent_at[t] - killed[0], 3) if t in sent_at else None for t in lost],
             # Redis replicates asynchronously: a push the old primary acknowledged in the instant
             # before it died may never reach the replica (docs/reliability.md). Lost tasks the
-            # worker never received, pushed within REPLICATION_WINDOW_S of the kill, are that.
+            # worker never received, whose push returned from REPLICATION_WINDOW_S before the kill
+            # until the promotion, are that: until a replica is promoted only the old primary
+            # accepts writes, and a producer thread notes the time of a push only after it returned
+            # (on a busy host, possibly after the kill).
             "lost_in_replication_window": sum(
                 1
                 for task_id in lost
-                if killed[0] - REPLICATION_WINDOW_S <= sent_at.get(task_id, 0) <= killed[0] and not runs[task_id]
+                if killed[0] - REPLICATION_WINDOW_S <= sent_at.get(task_id, 0) < (promoted_at or killed[0])
+                and not runs[task_id]
             ),
             "run_twice": len(duplicates),
             # At-least-once: only a task held (reserved, running, or in a batch) when the primary

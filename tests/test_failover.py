@@ -74,9 +74,12 @@ def test_killing_the_primary_under_load_loses_nothing(tmp_path):
     assert report["promotion_s"] is not None and report["promotion_s"] < 30
     assert report["flowing_again_s"] is not None
     # Only the asynchronous-replication window may lose a task: a push the old primary acknowledged
-    # in the instant before the kill (seen once in six CI runs). Anything the worker received, or
-    # anything sent earlier or after, must complete.
-    assert report["lost"] == report["lost_in_replication_window"] <= 2, report["lost_ids"]
+    # in the instant around the kill, before any promotion (seen in two of 11 CI runs). Anything the
+    # worker received, anything sent earlier, or anything sent to the promoted primary must complete.
+    assert report["lost"] == report["lost_in_replication_window"] <= 2, (
+        report["lost_ids"],
+        report["lost_pushed_s_after_kill"],
+    )
     assert report["run_twice_sent_after_kill"] == 0
     assert report["status_rc"] == 0 and "inference" in report["status_out"], report["status_out"]
     assert report["exporter_redis_up"] == 1 and report["exporter_workers"] == 1
