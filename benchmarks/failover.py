@@ -11,6 +11,7 @@ twice (from the worker's own log). Prints the figures; writes JSON.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -28,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
-from inference_tasks.routing import EMBED_TASK
+from inference_tasks.broker.keys import UNACKED_KEY, queue_keys, result_key
+from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support import localstack
 from tests.support.sentinel import start_sentinel_cluster
 
@@ -36,6 +38,7 @@ from tests.support.sentinel import start_sentinel_cluster
 VISIBILITY_TIMEOUT_S = 6
 LEASE_RENEW_INTERVAL_S = 2
 SETTLE_TIMEOUT_S = 120
+QUIET_S = 4 * VISIBILITY_TIMEOUT_S
 REPLICATION_WINDOW_S = 0.5
 
 
@@ -51,6 +54,8 @@ def run_failover(
     runs against the promoted primary before everything stops (cluster, REDIS_URL) -> more figures."""
     cluster = start_sentinel_cluster(workdir / "sentinel")
     worker = None
+    producer_apps: list = []
+    threads: list[threading.Thread] = []
     try:
         url = cluster.url(0)
         worker = localstack.start_worker(
@@ -73,6 +78,7 @@ def run_failover(
 
         def produce() -> None:
             app = localstack.producer_app(url, redis_sentinel_master=cluster.master_name)
+            producer_apps.append(app)
             while (index := next(order)) < len(ids):
                 if index == before:
                     kill_now.set()
@@ -87,7 +93,7 @@ def run_failover(
                         time.sleep(0.2)
                 time.sleep(producers / rate)
 
-        threads = [threading.Thread(target=produce, daemon=True) for _ in range(producers)]
+        threads.extend(threading.Thread(target=produce, daemon=True) for _ in range(producers))
         started = time.time()
         for thread in threads:
             thread.start()
@@ -102,6 +108,7 @@ def run_failover(
             time.sleep(0.05)
         for thread in threads:
             thread.join(timeout=SETTLE_TIMEOUT_S)
+        stuck_producers = sum(thread.is_alive() for thread in threads)
         results = settle(cluster, ids)
         done_at = {task_id: meta["done"] for task_id, meta in results.items() if meta["status"] == "SUCCESS"}
         after_kill = [at for at in done_at.values() if at > killed[0]]
@@ -112,6 +119,7 @@ def run_failover(
         return {
             **extra,
             "tasks": len(ids),
+            "stuck_producers": stuck_producers,
             "sent_before_kill": before,
             "sent_after_kill": after,
             "rate_per_s": rate,
@@ -146,29 +154,56 @@ def run_failover(
             "new_primary_port": cluster.master_port(),
         }
     finally:
+        if not any(thread.is_alive() for thread in threads):
+            release_producers(producer_apps)
         if worker is not None:
             worker.stop()
         cluster.stop()
 
 
+def release_producers(apps: list) -> None:
+    """Let go of the producers' result subscriptions while the cluster still answers.
+
+    Celery's Redis result consumer unsubscribes from a task's channel when its AsyncResult is
+    finalized, reconnecting with the backend's full retry policy if the connection is gone. A
+    result object finalized later by the garbage collector, in whatever thread then allocates, would
+    retry against sentinels that no longer exist: in CI it held a later test's producer thread past
+    its deadline. So cycles are collected now, and what is still subscribed is forgotten.
+    """
+    gc.collect()
+    for app in apps:
+        consumer = app.backend.result_consumer
+        consumer.subscribed_to.clear()  # a later finalizer then has nothing to unsubscribe
+        consumer.stop()
+        app.close()
+
+
 def settle(cluster, ids: list[str]) -> dict[str, dict]:
-    """Every task's final result, read from the current primary; waits until all are final or time is up."""
+    """Every task's final result, read from the current primary. Waits until all are final, or until
+    nothing can still finish them: no new result for QUIET_S (several visibility timeouts, so a
+    message held by the dead primary's consumer has come back) with the queue and the unacked
+    record empty. A lost task so costs the run QUIET_S, not SETTLE_TIMEOUT_S."""
     deadline = time.time() + SETTLE_TIMEOUT_S
     results: dict[str, dict] = {}
+    progress_at = time.time()
     while time.time() < deadline:
         port = cluster.master_port()
         try:
             client = redis.Redis(port=port, socket_timeout=2)
             pending = [task_id for task_id in ids if task_id not in results]
-            for task_id, raw in zip(pending, client.mget([f"celery-task-meta-{i}" for i in pending]), strict=True):
+            for task_id, raw in zip(pending, client.mget([result_key(i) for i in pending]), strict=True):
                 meta = json.loads(raw) if raw else {}
                 if meta.get("status") in ("SUCCESS", "FAILURE", "REVOKED"):
                     done = datetime.fromisoformat(meta["date_done"]).timestamp() if meta.get("date_done") else 0.0
                     results[task_id] = {"status": meta["status"], "done": done}
+                    progress_at = time.time()
+            if len(results) == len(ids):
+                break
+            held = sum(client.llen(key) for key in queue_keys(INFERENCE_QUEUE)) + client.hlen(UNACKED_KEY)
+            if held == 0 and time.time() - progress_at > QUIET_S:
+                break
         except (redis.RedisError, TypeError):
             pass
-        if len(results) == len(ids):
-            break
         time.sleep(0.2)
     return results
 

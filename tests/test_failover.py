@@ -71,6 +71,7 @@ def test_killing_the_primary_under_load_loses_nothing(tmp_path):
         f"{report['send_errors']} sends retried"
     )
     assert report["new_primary_port"] == report["ruby"]["primary_port"] != report["old_primary_port"]
+    assert report["stuck_producers"] == 0
     assert report["promotion_s"] is not None and report["promotion_s"] < 30
     assert report["flowing_again_s"] is not None
     # Only the asynchronous-replication window may lose a task: a push the old primary acknowledged
