@@ -111,6 +111,7 @@ def test_serving_harness_runs_every_configuration(tmp_path):
     assert runtimes["children"]["celery-openvino"]["precision"] in (["bf16"], ["f32"])
     assert len(runtimes["children"]["celery-openvino"]["ready_s"]) >= 2
     assert "openvino_vs_torch_celery" in report["summary"]["figures"]
+    assert len(runtimes["figures"]["openvino_celery_vs_ceiling_per_round"]) == 1  # --quick: one round
 
 
 @pytest.mark.slow
