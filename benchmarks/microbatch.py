@@ -1,7 +1,7 @@
 """Micro-batching benchmark: many one-text tasks, batched into shared encodes versus one encode each.
 
 Starts two prefork workers as shipped (concurrency = cores, pinned, model preloaded) on their own
-Redis databases, identical but for INFERENCE_MICROBATCH_MAX_TEXTS (32 versus 0 = off), and runs
+Redis databases, identical but for INFERENCE_MICROBATCH_MAX_TEXTS (the default, 64, versus 0 = off), and runs
 them in one sitting, alternating from round to round so drift of the machine hits both alike,
 on the same seeded one-sentence tasks:
 

@@ -43,10 +43,13 @@ DEFAULT_MAX_TASKS_PER_CHILD_JITTER = 0.25
 DEFAULT_MAX_MEMORY_PER_CHILD_MB = 2048
 DEFAULT_MAX_BATCH_TEXTS = 256
 # Micro-batching (microbatch.py): small embed/classify tasks wait in the worker's main process
-# at most this long, or until they add up to this many texts, then share one encode. 32 short
-# texts encode in little more time than one; 5 ms is small next to a task's ~10 ms round trip.
+# at most this long, or until they add up to this many texts, then share one encode; 5 ms is small
+# next to a task's ~10 ms round trip. 64 rather than 32 (measured 2026-12-01, one-text bursts on one
+# worker CPU, alternated): +8 % tasks/s on OpenVINO, +14 % on torch with a lower p50 and p95
+# (torch p95 10.6 -> 9.4 s for 2,000 tasks): half the pool jobs, and the encode's length-sorted
+# sub-batches pad less. A lone task never waits for more (a batch only forms from waiting tasks).
 # 0 turns it off (one encode per task).
-DEFAULT_MICROBATCH_MAX_TEXTS = 32
+DEFAULT_MICROBATCH_MAX_TEXTS = 64
 DEFAULT_MICROBATCH_WAIT_MS = 5.0
 MAX_MICROBATCH_WAIT_MS = 1000.0
 # Texts longer than this are rejected, not truncated. The model itself reads only the first
