@@ -3,10 +3,11 @@
 Starts one redis-server and prefork workers (concurrency = cores) in both model modes
 (INFERENCE_PRELOAD_MODEL=true, the default, and false) at worker_max_tasks_per_child 3, 50 and
 unlimited, plus 3 without jitter, and drives each with the same closed-loop load, alternating
-configurations. From the workers' own log lines ("child ready N s after fork", task successes)
-it reports per configuration: throughput and its loss against unlimited in the same mode, how
-many children recycled, fork-to-ready and fork-to-first-task times, and how many recycles fell
-in the same second as another; then RSS, PSS and USS per child and for the whole worker.
+configurations; micro-batching is off, so every request is one job towards the recycle limit.
+From the workers' own log lines ("child ready N s after fork", task successes) it reports per
+configuration: throughput and its loss against unlimited in the same mode, how many children
+recycled, fork-to-ready and fork-to-first-task times, and how many recycles fell in the same
+second as another; then RSS, PSS and USS per child and for the whole worker.
 
     .venv/bin/python benchmarks/lifecycle.py                # ~6 minutes here
     .venv/bin/python benchmarks/lifecycle.py --quick        # smoke size
@@ -181,7 +182,13 @@ def main() -> None:
     memory_rows = {}
     try:
         for name, preload, limit, jitter in configs:
-            options: dict[str, object] = {"concurrency": cores, "preload_model": str(preload).lower()}
+            # Micro-batching off: a batch is one job towards the recycle limit, so with it on the
+            # number of recycles would depend on how many requests happened to coincide.
+            options: dict[str, object] = {
+                "concurrency": cores,
+                "preload_model": str(preload).lower(),
+                "microbatch_max_texts": 0,
+            }
             options["max_tasks_per_child"] = limit
             if jitter is not None:
                 options["max_tasks_per_child_jitter"] = jitter
