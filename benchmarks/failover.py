@@ -186,10 +186,11 @@ def settle(cluster, ids: list[str]) -> dict[str, dict]:
     deadline = time.time() + SETTLE_TIMEOUT_S
     results: dict[str, dict] = {}
     progress_at = time.time()
+    clients: dict[int, redis.Redis] = {}  # one per primary seen: the port changes once, at the failover
     while time.time() < deadline:
         port = cluster.master_port()
         try:
-            client = redis.Redis(port=port, socket_timeout=2)
+            client = clients.get(port) or clients.setdefault(port, redis.Redis(port=port, socket_timeout=2))
             pending = [task_id for task_id in ids if task_id not in results]
             for task_id, raw in zip(pending, client.mget([result_key(i) for i in pending]), strict=True):
                 meta = json.loads(raw) if raw else {}
