@@ -17,6 +17,7 @@ from inference_tasks.routing import (
     INFERENCE_QUEUE,
     PRIORITY_SEPARATOR,
     PRIORITY_STEPS,
+    PUBLIC_TASKS,
     TASK_ROUTES,
 )
 
@@ -60,6 +61,11 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
             "unacked_index_key": UNACKED_INDEX_KEY,
             "unacked_mutex_key": UNACKED_MUTEX_KEY,
             "max_message_bytes": settings.max_message_bytes,
+            "max_nesting_depth": settings.max_nesting_depth,
+            "max_argument_depth": settings.max_argument_depth,
+            "max_message_items": settings.max_message_items,
+            "max_eta_s": settings.max_eta_s,
+            "accepted_tasks": [*PUBLIC_TASKS, *settings.extra_task_names],
             "max_redeliveries": settings.max_redeliveries,
             "dead_letter_max": settings.dead_letter_max,
             "dead_letter_ttl": settings.dead_letter_ttl_s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -82,6 +83,18 @@ DEFAULT_LEASE_RENEW_INTERVAL_S = 5
 # A message is refused unread above this size: 256 texts of 10,000 characters, JSON and base64
 # encoded, is ~3.5 MB, so valid requests fit with room to spare.
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# Screening bounds (broker/limits.py) on what one valid message may cost the worker's main process
+# before anything parses it. Depth: the deepest nesting of arrays and objects in the envelope or in
+# the body; a canvas (chain, chord, link callbacks) nests ~3 levels per step, our own messages 3-5 in
+# all. Each argument alone: texts and labels are 1 deep; a chained task's first argument (the previous
+# result) 3, a chord callback's 4. Items: values in the envelope or the body (array elements, object
+# members); inference.embed_corpus takes up to 200,000 inline texts.
+DEFAULT_MAX_NESTING_DEPTH = 32
+DEFAULT_MAX_ARGUMENT_DEPTH = 8
+DEFAULT_MAX_MESSAGE_ITEMS = 250_000
+# The furthest ahead a task may be scheduled (eta / countdown): a worker holds an ETA task in its
+# main process, renewing its lease, until it is due. Later work belongs in a scheduler.
+DEFAULT_MAX_ETA_S = 3_600
 # A task redelivered more often than this (its child died each time: a segfault, an OOM kill)
 # is failed and dead-lettered instead of killing children forever.
 DEFAULT_MAX_REDELIVERIES = 3
@@ -106,6 +119,8 @@ OPENVINO_PRECISIONS = ("auto", "f32")
 # the trainer; set "trainer" to run the trainer as a single prefork child (time limits enforced).
 PROFILES = ("auto", "inference", "trainer")
 TLS_CERT_REQS = ("required", "optional", "none")
+CELERY_BUILTIN_PREFIX = "celery."
+_TASK_NAME = re.compile(r"^[\w:-]+(\.[\w:-]+)*(\.\*)?$")
 
 
 class ConfigError(ValueError):
@@ -191,6 +206,13 @@ class Settings:
     # flush at every turn of the event loop, one PUBLISH per task when busy); worker/task_events.py.
     task_events_flush_ms: int = DEFAULT_TASK_EVENTS_FLUSH_MS
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH
+    max_argument_depth: int = DEFAULT_MAX_ARGUMENT_DEPTH
+    max_message_items: int = DEFAULT_MAX_MESSAGE_ITEMS
+    max_eta_s: int = DEFAULT_MAX_ETA_S
+    # Comma-separated task names (or "prefix.*") that producers may send besides this package's public
+    # tasks (routing.PUBLIC_TASKS): your own tasks in the same worker (--include). Never celery.*.
+    extra_tasks: str | None = None
     max_redeliveries: int = DEFAULT_MAX_REDELIVERIES
     dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX
     dead_letter_ttl_s: int = DEFAULT_DEAD_LETTER_TTL_S
@@ -259,6 +281,10 @@ class Settings:
             "time_limit_s",
             "visibility_timeout_s",
             "max_message_bytes",
+            "max_nesting_depth",
+            "max_argument_depth",
+            "max_message_items",
+            "max_eta_s",
             "dead_letter_max",
             "dead_letter_ttl_s",
             "max_train_texts",
@@ -287,6 +313,12 @@ class Settings:
                 f"{ENV_PREFIX}RESULT_WRITE_PATIENCE_S must be from 0 up to {ENV_PREFIX}SOFT_TIME_LIMIT_S "
                 f"({self.soft_time_limit_s}), got {self.result_write_patience_s}"
             )
+        for name in self.extra_task_names:
+            if not _TASK_NAME.match(name) or name.startswith(CELERY_BUILTIN_PREFIX):
+                raise ConfigError(
+                    f"{ENV_PREFIX}EXTRA_TASKS: {name!r} is not a task name or 'prefix.*' "
+                    f"(names starting with {CELERY_BUILTIN_PREFIX!r}, Celery's built-in tasks, are never accepted)"
+                )
         if self.max_redeliveries < 0:
             raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
         if not self.soft_time_limit_s < self.time_limit_s:
@@ -300,6 +332,11 @@ class Settings:
                 f"of {ENV_PREFIX}VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}), or a slow renewal lets "
                 "Redis hand a running task to a second worker"
             )
+
+    @property
+    def extra_task_names(self) -> tuple[str, ...]:
+        """INFERENCE_EXTRA_TASKS as a tuple of names and "prefix.*" patterns."""
+        return tuple(name.strip() for name in (self.extra_tasks or "").split(",") if name.strip())
 
     @property
     def model_cache_dir(self) -> Path:

@@ -23,6 +23,10 @@ JSON_ENCODING = "json"
 F32_BASE64_ENCODING = "f32-base64"
 EMBED_ENCODINGS = (JSON_ENCODING, F32_BASE64_ENCODING)
 
+# Every task a producer may send: screening refuses any other name from the wire (Celery's built-in
+# celery.* tasks included) before Celery looks it up; INFERENCE_EXTRA_TASKS adds a team's own.
+PUBLIC_TASKS = (EMBED_TASK, CLASSIFY_TASK, WORKER_INFO_TASK, TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK)
+
 # Tasks whose final results keep INFERENCE_TRAINING_RESULT_EXPIRES_S instead of the short lifetime
 # of inference results (result_backend.py): small, and read by people rather than by a waiting client.
 LONG_LIVED_RESULT_TASKS = frozenset({TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK})

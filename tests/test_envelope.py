@@ -3,21 +3,43 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import producer_app, redis_client
 
 from inference_tasks.broker.envelope import screen
+from inference_tasks.broker.json_shape import depth_of, measure
+from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
 from inference_tasks.broker.replies import ACTIVE_JOB_WRAPPER, outcome, sidekiq_job
+from inference_tasks.config import Settings
+from inference_tasks.routing import PUBLIC_TASKS
 from tests.support.wire import encode, task_message
 
 LIMIT = 100_000
 
 
+def limits_for(settings: Settings, max_bytes: int = LIMIT) -> ScreeningLimits:
+    """The limits a worker with `settings` screens with (the transport builds the same from app.py's options)."""
+    names, prefixes = task_name_patterns([*PUBLIC_TASKS, *settings.extra_task_names])
+    return ScreeningLimits(
+        max_bytes=max_bytes,
+        max_depth=settings.max_nesting_depth,
+        max_argument_depth=settings.max_argument_depth,
+        max_items=settings.max_message_items,
+        max_eta_s=settings.max_eta_s,
+        task_names=names,
+        task_prefixes=prefixes,
+    )
+
+
+LIMITS = limits_for(Settings())
+
+
 def test_a_message_built_by_hand_passes_and_is_returned_decoded():
     """A well-formed protocol v2 envelope passes with its id and task name."""
     message = task_message("inference.embed", [["a"]], task_id="abc-123")
-    screening = screen(encode(message), LIMIT)
+    screening = screen(encode(message), LIMITS)
     assert screening.accepted
     assert (screening.task_id, screening.task_name) == ("abc-123", "inference.embed")
     assert screening.envelope == message
@@ -25,7 +47,7 @@ def test_a_message_built_by_hand_passes_and_is_returned_decoded():
 
 def test_a_message_made_by_celery_itself_passes(inference_app_message):
     """What Celery's own producer writes passes unchanged (so Python producers keep working)."""
-    assert screen(inference_app_message, LIMIT).accepted
+    assert screen(inference_app_message, LIMITS).accepted
 
 
 @pytest.fixture
@@ -54,7 +76,7 @@ def test_an_unusable_sidekiq_reply_header_is_refused_before_the_task_runs(reply,
     """The reply spec is checked up front: a task never runs only to find it cannot reply."""
     message = task_message("inference.embed", [["a"]])
     message["headers"]["sidekiq_reply"] = reply
-    screening = screen(encode(message), LIMIT)
+    screening = screen(encode(message), LIMITS)
     assert not screening.accepted
     assert problem in screening.problem
     assert screening.task_id == message["headers"]["id"]
@@ -64,8 +86,8 @@ def test_an_oversized_message_is_refused_but_keeps_its_task_id_when_cheap_to_rea
     """Up to twice the limit the id is still read (so the producer gets FAILURE); beyond, not parsed."""
     near = task_message("inference.embed", [["x" * LIMIT]])
     far = task_message("inference.embed", [["x" * LIMIT * 3]])
-    assert screen(encode(near), LIMIT).task_id == near["headers"]["id"]
-    refused = screen(encode(far), LIMIT)
+    assert screen(encode(near), LIMITS).task_id == near["headers"]["id"]
+    refused = screen(encode(far), LIMITS)
     assert "over the limit of 100000" in refused.problem
     assert refused.task_id is None
 
@@ -104,3 +126,113 @@ def test_an_active_job_reply_is_what_activejobs_sidekiq_adapter_enqueues():
     assert len(data["enqueued_at"]) == 20 and data["enqueued_at"].endswith("Z")
     plain = sidekiq_job({"class": "EmbeddingReadyJob"}, payload)
     assert plain["class"] == "EmbeddingReadyJob" and "wrapped" not in plain and plain["args"] == [payload]
+
+
+def nested(depth: int) -> object:
+    value: object = "text"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_900_deep_argument_is_refused_by_its_depth_before_anything_parses_it():
+    """The issue's poison message (texts nested 900 lists deep: valid JSON) is refused with the depth
+    and the variable that bounds it; its id is still read, so its producer gets a FAILURE."""
+    message = task_message("inference.embed", [nested(900)])
+    refused = screen(encode(message), LIMITS)
+    assert not refused.accepted
+    assert "body is nested 902 levels deep, over the limit of 32 (INFERENCE_MAX_NESTING_DEPTH)" in refused.problem
+    assert refused.task_id == message["headers"]["id"]
+
+
+def test_a_deep_header_is_refused_and_far_deeper_than_python_can_parse_too():
+    """Depth counts in the envelope (headers) as in the body, also past what json.loads can decode."""
+    shallow_enough = task_message("inference.embed", [["a"]])
+    shallow_enough["headers"]["x-trace"] = nested(25)
+    assert screen(encode(shallow_enough), LIMITS).accepted
+    deep = task_message("inference.embed", [["a"]])
+    deep["headers"]["x-trace"] = nested(40)
+    refused = screen(encode(deep), LIMITS)
+    assert "message is nested 42 levels deep" in refused.problem and refused.task_id == deep["headers"]["id"]
+    unparseable = b'{"headers": {"id": "x", "task": "inference.embed"}, "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert "message is nested 100001 levels deep" in screen(unparseable, limits_for(Settings(), 10**6)).problem
+
+
+def test_each_argument_has_its_own_depth_limit():
+    """An argument nested past INFERENCE_MAX_ARGUMENT_DEPTH is named (positional or keyword), though
+    the body is within its own limit; the deepest legitimate shape (a chord callback's results) passes."""
+    chord_results = [[{"model": "m", "dim": 2, "embeddings": [[0.1, 0.2]]}]]
+    assert screen(encode(task_message("inference.embed", chord_results)), LIMITS).accepted
+    refused = screen(encode(task_message("inference.embed", [["a"]], {"normalize": nested(9)})), LIMITS)
+    assert "kwargs['normalize'] is nested 9 levels deep, over the limit of 8 (INFERENCE_MAX_ARGUMENT_DEPTH)" in (
+        refused.problem
+    )
+    refused = screen(encode(task_message("inference.embed", [nested(9)])), LIMITS)
+    assert "args[0] is nested 9 levels deep" in refused.problem
+
+
+def test_a_body_with_too_many_values_is_refused_unparsed():
+    """Value counts (array elements, object members) are bounded by INFERENCE_MAX_MESSAGE_ITEMS."""
+    limits = limits_for(Settings(max_message_items=1_000))
+    assert screen(encode(task_message("inference.embed", [["a"] * 990])), limits).accepted
+    refused = screen(encode(task_message("inference.embed", [[0] * 1_001])), limits)
+    assert "body holds 1009 JSON values" in refused.problem and "INFERENCE_MAX_MESSAGE_ITEMS" in refused.problem
+
+
+@pytest.mark.parametrize("name", ["celery.backend_cleanup", "celery.chord_unlock", "celery.starmap", "os.system", ""])
+def test_only_public_task_names_are_accepted_from_the_wire(name):
+    """Celery's built-in tasks and any name outside the public ones are refused, naming what is accepted."""
+    refused = screen(encode(task_message(name, [])), LIMITS)
+    assert not refused.accepted
+    if name:
+        assert f"headers.task {name!r} is not a task producers may send here" in refused.problem
+        assert "inference.embed" in refused.problem and "INFERENCE_EXTRA_TASKS" in refused.problem
+
+
+def test_extra_task_names_and_prefixes_are_accepted_when_configured():
+    """INFERENCE_EXTRA_TASKS admits a team's own tasks by name or by "prefix.*"; never celery.*."""
+    limits = limits_for(Settings(extra_tasks="billing.refresh, myapp.*"))
+    for name in (*PUBLIC_TASKS, "billing.refresh", "myapp.reports.weekly"):
+        assert screen(encode(task_message(name, [])), limits).accepted, name
+    assert not screen(encode(task_message("billing.refresh_all", [])), limits).accepted
+    with pytest.raises(ValueError, match="celery"):
+        Settings(extra_tasks="celery.*")
+
+
+def test_an_eta_beyond_the_horizon_is_refused_and_one_within_it_passes():
+    """eta/countdown at most INFERENCE_MAX_ETA_S ahead; naive ETAs read as UTC like Celery's."""
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    soon = task_message("inference.embed", [["a"]])
+    soon["headers"]["eta"] = (now + timedelta(minutes=59)).isoformat()
+    assert screen(encode(soon), LIMITS, now).accepted
+    far = task_message("inference.embed", [["a"]])
+    far["headers"]["eta"] = "2999-01-01T00:00:00"
+    refused = screen(encode(far), LIMITS, now)
+    assert "headers.eta 2999-01-01T00:00:00 is" in refused.problem
+    assert "beyond the scheduling horizon of 3600 s (INFERENCE_MAX_ETA_S)" in refused.problem
+
+
+def test_the_raw_shape_matches_the_decoded_value():
+    """measure() on the bytes agrees with the decoded value's depth and item count, whatever the strings
+    hold (quotes, escapes, brackets and commas inside texts never count)."""
+    values = [
+        [],
+        {},
+        "a[b",
+        [1, [2, {"k": []}]],
+        ["x,y", '"[', "\\", '\\"]', {'a"': [[[]]]}],
+        {"texts": ["]]]", "{{{", ",,,"], "n": None},
+    ]
+    for value in values:
+        for raw in (json.dumps(value), json.dumps(value, indent=2, ensure_ascii=False)):
+            shape = measure(raw.encode())
+            assert shape.depth == depth_of(value), raw
+            assert shape.items == _items(value), raw
+
+
+def _items(value: object) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_items(item) for item in value.values())
+    if isinstance(value, list):
+        return len(value) + sum(_items(item) for item in value)
+    return 0

@@ -128,6 +128,17 @@ def _set(path: str, value: object):
     return change
 
 
+def nested(depth: int) -> object:
+    value: object = "a text"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _with_header(name: str, value: object):
+    return _set(f"headers.{name}", value)
+
+
 MAX_MESSAGE_BYTES = 200_000
 # name -> (raw message, a phrase the refusal must contain)
 MALFORMED = {
@@ -150,6 +161,14 @@ MALFORMED = {
     "args-object": (mutate(_set("body", b64([{"texts": ["a"]}, {}, {}]))), "body[0] (args) must be an array"),
     "bad-eta": (mutate(_set("headers.eta", "tomorrow")), "headers.eta must be"),
     "enormous": (task_message(EMBED_TASK, [["x" * MAX_MESSAGE_BYTES]]), "over the limit of 200000"),
+    # Valid JSON that killed every worker in turn (issue 26): texts nested 900 lists deep.
+    "900-deep": (task_message(EMBED_TASK, [nested(900)]), "body is nested 902 levels deep"),
+    "deep-header": (mutate(_with_header("x-trace", nested(40))), "message is nested 42 levels deep"),
+    "deep-argument": (task_message(EMBED_TASK, [["a"]], {"normalize": nested(12)}), "kwargs['normalize'] is nested"),
+    "celery-backend-cleanup": (task_message("celery.backend_cleanup", []), "is not a task producers may send here"),
+    "celery-chord-unlock": (task_message("celery.chord_unlock", ["x"]), "'celery.chord_unlock' is not a task"),
+    "unknown-task": (task_message("inference.no_such_task", [["x"]]), "'inference.no_such_task' is not a task"),
+    "far-eta": (mutate(_with_header("eta", "2999-01-01T00:00:00+00:00")), "beyond the scheduling horizon of 3600 s"),
 }
 
 
@@ -159,8 +178,9 @@ def fault_worker(start_worker):
 
 
 def test_malformed_messages_are_dead_lettered_and_valid_neighbours_complete(fault_worker):
-    """Every malformed raw message is refused with a named reason, dead-lettered, FAILURE where its id is
-    known; 40 valid raw messages pushed around them all succeed; the worker keeps consuming."""
+    """Every malformed raw message (broken protocol; too deep or too big; Celery's built-in or unknown task
+    names; an ETA beyond the horizon) is refused with a named reason, dead-lettered, FAILURE where its id
+    is known; the valid raw messages pushed around them all succeed; the worker keeps consuming."""
     redis = redis_client(fault_worker.redis_url)
     valid, malformed_ids = [], {}
     for name, (message, _) in MALFORMED.items():
@@ -171,10 +191,8 @@ def test_malformed_messages_are_dead_lettered_and_valid_neighbours_complete(faul
         redis.lpush("inference", encode(message))
         if isinstance(message, dict) and isinstance(message.get("headers"), dict) and message["headers"].get("id"):
             malformed_ids[name] = message["headers"]["id"]
-    unknown = task_message("inference.no_such_task", [["x"]])
     wrong_shape = task_message(EMBED_TASK, [42])
-    for message in (unknown, wrong_shape):
-        redis.lpush("inference", encode(message))
+    redis.lpush("inference", encode(wrong_shape))
 
     results = [fault_worker.app.AsyncResult(task_id) for task_id in valid]
     states = wait_all(results)
@@ -184,11 +202,9 @@ def test_malformed_messages_are_dead_lettered_and_valid_neighbours_complete(faul
         failed.get(timeout=RESULT_TIMEOUT_S, propagate=False)
         assert failed.state == "FAILURE", name
         assert MALFORMED[name][1] in str(failed.result), (name, failed.result)
-    for message, phrase in ((unknown, "never registered"), (wrong_shape, "texts must be a list of strings")):
-        failed = fault_worker.app.AsyncResult(message["headers"]["id"])
-        failed.get(timeout=RESULT_TIMEOUT_S, propagate=False)
-        assert failed.state == "FAILURE"
-        assert phrase in repr(failed.result)
+    failed = fault_worker.app.AsyncResult(wrong_shape["headers"]["id"])
+    failed.get(timeout=RESULT_TIMEOUT_S, propagate=False)
+    assert failed.state == "FAILURE" and "texts must be a list of strings" in repr(failed.result)
 
     dead = [json.loads(entry) for entry in redis.lrange(DEAD_LETTER_KEY, 0, -1)]
     for name, (_, phrase) in MALFORMED.items():

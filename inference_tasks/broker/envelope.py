@@ -5,6 +5,11 @@ that are not JSON kill the whole worker ("Unrecoverable error"), a message witho
 makes the consumer reconnect forever, one without properties.delivery_tag is silently lost. Any
 program that can LPUSH (a Rails app, a typo in redis-cli) could do that, so every raw message is
 screened here first, and nothing that fails is ever decoded further, let alone executed.
+
+Beyond the protocol, screening bounds what a valid message may cost the worker's main process
+before anything parses it (size, nesting depth, value counts: json_shape.py), admits only the
+task names producers are offered (never Celery's built-in `celery.*` tasks), and refuses an ETA
+further ahead than the scheduling horizon (a worker holds an ETA task in memory until it is due).
 """
 
 from __future__ import annotations
@@ -16,6 +21,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from inference_tasks.broker.json_shape import bounded
+from inference_tasks.broker.limits import (
+    ScreeningLimits,
+    argument_depth_problem,
+    depth_problem,
+    items_problem,
+    schedule_problem,
+    with_max_bytes,
+    within_depth,
+)
 from inference_tasks.broker.replies import SIDEKIQ_REPLY_HEADER, reply_spec_problem
 
 ACCEPTED_CONTENT_TYPE = "application/json"
@@ -48,10 +63,10 @@ class Screening:
         return self.problem is None
 
 
-def screen(raw: bytes, max_bytes: int) -> Screening:
-    """Check a raw Redis list item against the protocol; never raises."""
+def screen(raw: bytes, limits: ScreeningLimits, now: datetime | None = None) -> Screening:
+    """Check a raw Redis list item against the protocol and the limits; never raises."""
     try:
-        return _screen(raw, max_bytes)
+        return _screen(raw, limits, now)
     except Exception as exc:  # noqa: BLE001 - a screening bug must not take the worker down either
         return Screening(None, f"could not be screened ({type(exc).__name__}: {exc})")
 
@@ -61,17 +76,23 @@ def screen(raw: bytes, max_bytes: int) -> Screening:
 OVERSIZE_PARSE_FACTOR = 2
 
 
-def _screen(raw: bytes, max_bytes: int) -> Screening:
+def _screen(raw: bytes, limits: ScreeningLimits, now: datetime | None) -> Screening:
+    max_bytes = limits.max_bytes
     if len(raw) > max_bytes:
-        problem = f"message is {len(raw)} bytes, over the limit of {max_bytes} (INFERENCE_MAX_MESSAGE_BYTES)"
+        too_big = f"message is {len(raw)} bytes, over the limit of {max_bytes} (INFERENCE_MAX_MESSAGE_BYTES)"
         if len(raw) > max_bytes * OVERSIZE_PARSE_FACTOR:
-            return Screening(None, problem)
-        found = _screen(raw, len(raw))
-        return Screening(None, problem, found.task_id, found.task_name, found.reply)
+            return Screening(None, too_big)
+        found = _screen(raw, with_max_bytes(limits, len(raw)), now)
+        return Screening(None, too_big, found.task_id, found.task_name, found.reply)
+    shape = bounded(raw, limits.max_depth, limits.max_items)
+    if shape.items > limits.max_items:
+        return Screening(None, items_problem("message", shape.items, limits))
     try:
         envelope = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return Screening(None, "message is not UTF-8 text")
+    except RecursionError:
+        return Screening(None, depth_problem("message", shape.depth, limits))
     except ValueError as exc:
         return Screening(None, f"message is not JSON ({exc})")
     if not isinstance(envelope, dict):
@@ -81,26 +102,52 @@ def _screen(raw: bytes, max_bytes: int) -> Screening:
         return Screening(None, "message has no headers object (Celery protocol v2 needs headers.id and headers.task)")
     task_id = headers.get("id") if _is_text(headers.get("id")) else None
     task_name = headers.get("task") if _is_text(headers.get("task")) else None
-    reply = requested_reply(headers)
+    too_deep = shape.depth is None or shape.depth > limits.max_depth
+    # A reply spec nested past the limit is not honoured: writing its job would walk that nesting.
+    reply = (
+        requested_reply(headers)
+        if not too_deep or within_depth(headers.get(SIDEKIQ_REPLY_HEADER), limits.max_depth)
+        else None
+    )
 
     def refuse(problem: str) -> Screening:
         return Screening(None, problem, task_id, task_name, reply)
 
+    if too_deep:
+        return refuse(depth_problem("message", shape.depth, limits))
     if task_id is None:
         return refuse("headers.id must be a non-empty string (the task id)")
     if task_name is None:
         return refuse("headers.task must be a non-empty string (the task name)")
-    problem = _header_problem(headers) or _envelope_problem(envelope)
+    if not limits.accepts_task(task_name):
+        return refuse(
+            f"headers.task {_shown(task_name)} is not a task producers may send here (accepted: "
+            f"{limits.described_tasks()}; INFERENCE_EXTRA_TASKS adds your own)"
+        )
+    problem = _header_problem(headers) or schedule_problem(headers, limits, now) or _envelope_problem(envelope)
     if problem:
         return refuse(problem)
     try:
-        body = json.loads(base64.b64decode(envelope["body"], validate=True).decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        body_bytes = base64.b64decode(envelope["body"], validate=True)
+    except (binascii.Error, ValueError) as exc:
         return refuse(f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})")
-    problem = _body_problem(body)
+    body_shape = bounded(body_bytes, limits.max_depth, limits.max_items)
+    if body_shape.items > limits.max_items:
+        return refuse(items_problem("body", body_shape.items, limits))
+    if body_shape.depth is None or body_shape.depth > limits.max_depth:
+        return refuse(depth_problem("body", body_shape.depth, limits))
+    try:
+        body = json.loads(body_bytes.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return refuse(f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})")
+    problem = _body_problem(body) or argument_depth_problem(body, body_shape.depth, limits)
     if problem:
         return refuse(problem)
     return Screening(envelope, None, task_id, task_name, reply)
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 100 else value[:100] + "...")
 
 
 def requested_reply(headers: dict[str, Any]) -> dict[str, Any] | None:
@@ -150,7 +197,7 @@ def _header_problem(headers: dict[str, Any]) -> str | None:
         return "headers.retries must be a non-negative integer"
     for key in ("eta", "expires"):
         value = headers.get(key)
-        if value is not None and not _is_iso_datetime(value):
+        if value is not None and not is_iso_datetime(value):
             return f"headers.{key} must be an ISO 8601 date-time string or null"
     limits = headers.get("timelimit")
     if limits is not None and not (
@@ -194,7 +241,7 @@ def _is_number_or_none(value: Any) -> bool:
     return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
-def _is_iso_datetime(value: Any) -> bool:
+def is_iso_datetime(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:

@@ -3,7 +3,7 @@
 Selected with Celery's `broker_transport` setting; the URL stays redis:// or rediss://. Refused
 messages go to a capped, expiring dead-letter list in Redis (never decoded further, never run),
 a log line names the problem, and where a task id is known its result becomes FAILURE so the
-producer's poll ends. The worker keeps consuming.
+producer's poll ends (dead_letter.py). The worker keeps consuming.
 """
 
 from __future__ import annotations
@@ -20,18 +20,29 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 
 from inference_tasks import codec
+from inference_tasks.broker import dead_letter
+from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal
 from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
-from inference_tasks.broker.keys import DEAD_LETTER_KEY, redelivery_key
+from inference_tasks.broker.keys import redelivery_key
+from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
 from inference_tasks.broker.redis_errors import is_out_of_memory
+from inference_tasks.config import (
+    DEFAULT_DEAD_LETTER_MAX,
+    DEFAULT_DEAD_LETTER_TTL_S,
+    DEFAULT_MAX_ARGUMENT_DEPTH,
+    DEFAULT_MAX_ETA_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_MESSAGE_ITEMS,
+    DEFAULT_MAX_NESTING_DEPTH,
+    DEFAULT_MAX_REDELIVERIES,
+)
+from inference_tasks.routing import PUBLIC_TASKS
 
 logger = logging.getLogger(__name__)
 
 # Remote-control replies (ping, inspect) travel on lists named "<uuid>.reply.celery.pidbox";
 # they are kombu's own messages, not tasks, and are not screened.
 CONTROL_QUEUE_SUFFIX = ".pidbox"
-# Each dead-lettered message keeps at most this much of its raw bytes, so a flood of enormous
-# payloads cannot grow Redis without bound (entries x this = the list's worst case).
-DEAD_LETTER_RAW_BYTES = 64 * 1024
 # While Redis is full, how often a popped message's unacked record is tried again, and how often
 # that wait is logged.
 FULL_REDIS_RETRY_S = 0.5
@@ -156,15 +167,25 @@ class Channel(kombu_redis.Channel):
     from_transport_options = (
         *kombu_redis.Channel.from_transport_options,
         "max_message_bytes",
+        "max_nesting_depth",
+        "max_argument_depth",
+        "max_message_items",
+        "max_eta_s",
+        "accepted_tasks",
         "max_redeliveries",
         "dead_letter_max",
         "dead_letter_ttl",
         "redelivery_counter_ttl",
     )
-    max_message_bytes = 8 * 1024 * 1024
-    max_redeliveries = 3
-    dead_letter_max = 1000
-    dead_letter_ttl = 7 * 86_400
+    max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
+    max_nesting_depth = DEFAULT_MAX_NESTING_DEPTH
+    max_argument_depth = DEFAULT_MAX_ARGUMENT_DEPTH
+    max_message_items = DEFAULT_MAX_MESSAGE_ITEMS
+    max_eta_s = DEFAULT_MAX_ETA_S
+    accepted_tasks: tuple[str, ...] = PUBLIC_TASKS
+    max_redeliveries = DEFAULT_MAX_REDELIVERIES
+    dead_letter_max = DEFAULT_DEAD_LETTER_MAX
+    dead_letter_ttl = DEFAULT_DEAD_LETTER_TTL_S
     redelivery_counter_ttl = 86_400
 
     def close(self) -> None:
@@ -223,13 +244,30 @@ class Channel(kombu_redis.Channel):
             self._maybe_update_queues_expire(client, queue)
             raise kombu_redis.Empty()
 
+    @property
+    def screening_limits(self) -> ScreeningLimits:
+        limits = self.__dict__.get("_screening_limits")
+        if limits is None:
+            names, prefixes = task_name_patterns(self.accepted_tasks)
+            limits = self._screening_limits = ScreeningLimits(
+                max_bytes=self.max_message_bytes,
+                max_depth=self.max_nesting_depth,
+                max_argument_depth=self.max_argument_depth,
+                max_items=self.max_message_items,
+                max_eta_s=self.max_eta_s,
+                task_names=names,
+                task_prefixes=prefixes,
+            )
+        return limits
+
     def _admit(self, item: bytes, queue: str) -> dict[str, Any] | None:
         """The envelope to deliver, or None after dead-lettering a refused message."""
         if queue.endswith(CONTROL_QUEUE_SUFFIX):
             return json.loads(bytes_to_str(item))  # kombu's own remote-control replies
-        screening = screen(item, self.max_message_bytes)
+        screening = screen(item, self.screening_limits)
         if not screening.accepted:
-            self._refuse(item, queue, screening, MalformedMessage(f"malformed message: {screening.problem}"))
+            error = MalformedMessage(f"malformed message: {screening.problem}")
+            self.refuse(_refusal(item, queue, screening, screening.problem), error)
             return None
         envelope = screening.envelope
         assert envelope is not None
@@ -241,8 +279,8 @@ class Channel(kombu_redis.Channel):
                     f"the worker stopped during every attempt; dead-lettered after "
                     f"INFERENCE_MAX_REDELIVERIES={self.max_redeliveries}"
                 )
-                refused = Screening(None, problem, screening.task_id, screening.task_name, screening.reply)
-                self._refuse(item, queue, refused, TooManyRedeliveries(f"{screening.task_name}: {problem}"))
+                error = TooManyRedeliveries(f"{screening.task_name}: {problem}")
+                self.refuse(_refusal(item, queue, screening, problem), error)
                 return None
         return envelope
 
@@ -252,48 +290,28 @@ class Channel(kombu_redis.Channel):
             count, _ = pipe.incr(key).expire(key, self.redelivery_counter_ttl).execute()
         return int(count)
 
-    def _refuse(self, item: bytes, queue: str, screening: Screening, error: Exception) -> None:
-        """Log, dead-letter, and fail the task's result when its id is known. Never raises."""
-        logger.error(
-            "refused a message from queue %r (task %s, id %s): %s; kept in Redis list %r",
-            queue,
-            screening.task_name,
-            screening.task_id,
-            screening.problem,
-            DEAD_LETTER_KEY,
-        )
-        record = {
-            "reason": screening.problem,
-            "queue": queue,
-            "task_id": screening.task_id,
-            "task": screening.task_name,
-            "refused_at": time.time(),
-            "size": len(item),
-            "raw": item[:DEAD_LETTER_RAW_BYTES].decode("utf-8", errors="replace"),
-        }
+    def refuse(self, refusal: Refusal, error: Exception) -> None:
+        """Log, dead-letter, and fail the task's result when its id is known (dead_letter.py). Never raises."""
         try:
-            with self.conn_or_acquire() as client, client.pipeline() as pipe:
-                pipe.lpush(DEAD_LETTER_KEY, json.dumps(record))
-                pipe.ltrim(DEAD_LETTER_KEY, 0, self.dead_letter_max - 1)
-                pipe.expire(DEAD_LETTER_KEY, self.dead_letter_ttl)
-                pipe.execute()
+            with self.conn_or_acquire() as client:
+                dead_letter.refuse(client, refusal, error, self._dead_letter_policy())
         except Exception:
-            logger.exception("could not dead-letter the refused message")
-        if screening.task_id:
-            _fail_result(screening, error)
+            logger.exception("could not refuse a message from queue %r", refusal.queue)
+
+    def dead_letter(self, refusal: Refusal) -> None:
+        """Log and dead-letter a message whose FAILURE is stored elsewhere (worker/request.py). Never raises."""
+        try:
+            with self.conn_or_acquire() as client:
+                dead_letter.record(client, refusal, self._dead_letter_policy())
+        except Exception:
+            logger.exception("could not dead-letter a message from queue %r", refusal.queue)
+
+    def _dead_letter_policy(self) -> DeadLetterPolicy:
+        return DeadLetterPolicy(self.dead_letter_max, self.dead_letter_ttl)
 
 
-def _fail_result(screening: Screening, error: Exception) -> None:
-    """Store FAILURE for the refused task through the worker's own result backend, which also pushes
-    the reply job the message asked for (result_backend.py)."""
-    from celery import current_app
-    from celery.app.task import Context
-
-    request = Context(id=screening.task_id, task=screening.task_name, sidekiq_reply=screening.reply)
-    try:
-        current_app.backend.mark_as_failure(screening.task_id, error, request=request)
-    except Exception:
-        logger.exception("could not store the FAILURE result of refused task %s", screening.task_id)
+def _refusal(item: bytes, queue: str, screening: Screening, reason: str | None) -> Refusal:
+    return Refusal(queue, reason or "refused", item, screening.task_id, screening.task_name, screening.reply)
 
 
 class Transport(kombu_redis.Transport):

@@ -28,6 +28,9 @@ WORKER_READY_TIMEOUT_S = 120
 WORKER_STOP_TIMEOUT_S = 30
 REDIS_DATABASES = 64
 SUCCEEDED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] succeeded")
+# The test-only tasks (tests/worker_probes.py) are all named "tests.*"; a worker that includes them
+# accepts those names from the wire too (screening refuses any name it was not told about).
+INCLUDED_TASK_NAMES = "tests.*"
 # Settings that would leak from the caller's shell into started processes.
 _LEAKY_ENV_PREFIXES = ("INFERENCE_", "REDIS_URL", "CELERY_", "OMP_", "MKL_", "OPENBLAS_NUM", "RAYON_")
 
@@ -205,6 +208,8 @@ def start_worker(
 
     `extra_env` adds other variables (e.g. OMP_NUM_THREADS for an unpinned worker in a benchmark).
     """
+    if include and "extra_tasks" not in settings:
+        settings["extra_tasks"] = INCLUDED_TASK_NAMES
     env = clean_env(base_env, REDIS_URL=redis_url, **(extra_env or {}))
     env.update({f"INFERENCE_{key.upper()}": str(value) for key, value in settings.items()})
     log_dir.mkdir(parents=True, exist_ok=True)
