@@ -95,6 +95,9 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # Each child reserves one task at a time: long batches never queue up behind a busy
         # child while a sibling idles, and a dying worker holds back at most one per child.
         "worker_prefetch_multiplier": 1,
+        # Celery's consumer, except that whatever goes wrong while the main process handles one
+        # message costs that message (dead-lettered, FAILURE), never the worker (worker/consumer.py).
+        "worker_consumer": "inference_tasks.worker.consumer:Consumer",
         # Celery's prefork pool, except that it never writes a job to a child about to be
         # recycled (pool.py); `--pool prefork` on the command line selects it too.
         "worker_pool": "inference_tasks.worker.pool:TaskPool",

@@ -32,6 +32,7 @@ from inference_tasks.validation import (
 from inference_tasks.worker import gpu, thread_budget, threads
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.models import HOLDER
+from inference_tasks.worker.request import GuardedTask
 
 # Bad input is an expected outcome: Celery records FAILURE without a traceback in the log.
 EXPECTED_ERRORS = (InvalidInput,)
@@ -127,7 +128,7 @@ def predictions(labels: list[str], scores: list[float]) -> dict[str, Any]:
     }
 
 
-@shared_task(name=WORKER_INFO_TASK, bind=True, throws=EXPECTED_ERRORS)
+@shared_task(name=WORKER_INFO_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
 def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
     """What the process that ran this task is: model, threads as the OS and libraries see them, RSS.
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+from billiard.einfo import ExceptionInfo
+
 from inference_tasks.batching.batch_job import run_batch
 from inference_tasks.batching.microbatch import Batcher, planned_encode
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
+from inference_tasks.worker.pool import JobNotSent
 
 BASE_PREFETCH = 2
 # The worker's own window plus the one unit the batcher adds for the batch it gathers.
@@ -312,3 +316,61 @@ def test_a_closed_batcher_drops_what_it_holds_and_sends_nothing_more():
     consumer.pool._pool.free_one()
     assert consumer.pool.jobs == [] and consumer.handled == [] and coalescer.held == []
     assert consumer.pool._pool.on_child_free == []
+
+
+def not_sent() -> Any:
+    """What the pool gives a job's error_callback when it could not send the job (pool.py)."""
+    try:
+        raise JobNotSent("RecursionError: maximum recursion depth exceeded while pickling an object")
+    except JobNotSent:
+        return ExceptionInfo()
+
+
+def test_a_batch_the_pool_could_not_send_goes_out_task_by_task():
+    """One task's arguments broke the batch job's serialisation: every task is sent alone instead (the one at
+    fault then fails alone, its batch-mates run), none is failed for it, and the prefetch window is back."""
+    consumer = FakeConsumer()
+    coalescer = batcher(consumer)
+    requests = [one_text(f"t{i}") for i in range(3)]
+    for request in requests:
+        coalescer.add(request)
+    consumer.timer.fire()
+    consumer.pool.jobs[0]["error_callback"](not_sent())
+    assert consumer.handled == requests
+    assert all(r.outcomes == [] for r in requests)
+    assert consumer.qos.value == WINDOW
+
+
+def test_a_task_whose_planning_breaks_runs_on_its_own():
+    """Planning reads the arguments in the main process; if that raises, the task is held unplanned (it runs
+    alone and validates in the child) instead of the error escaping into the consumer."""
+    consumer = FakeConsumer()
+    coalescer = batcher(consumer)
+
+    class Unreadable(dict):
+        def get(self, *_: Any) -> Any:
+            raise RuntimeError("cannot read these arguments")
+
+    odd = FakeRequest("odd", kwargs=Unreadable())
+    coalescer.add(one_text("good"))
+    coalescer.add(odd)
+    consumer.timer.fire()
+    _trace, entries, plans = consumer.pool.jobs[0]["args"]
+    assert [entry[1] for entry in entries] == ["good", "odd"] and [plan.task_id for plan in plans] == ["good"]
+
+
+def test_a_task_whose_flush_raises_is_not_held_for_a_later_batch():
+    """If handing a task on raises (the consumer's guard then refuses its message), the batcher forgets it
+    and the unit of prefetch window it took, so it never also goes out with a later batch."""
+    consumer = FakeConsumer()
+    coalescer = batcher(consumer)
+    consumer.pool._pool.all_idle = True
+
+    def broken_handle(request: FakeRequest) -> None:
+        raise RuntimeError("the pool refused it")
+
+    coalescer.handle = broken_handle
+    lone = one_text("lone")
+    with pytest.raises(RuntimeError):
+        coalescer.add(lone)
+    assert coalescer.held == [] and coalescer.held_texts == 0

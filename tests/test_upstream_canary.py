@@ -35,7 +35,29 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "celery.worker.consumer.consumer:Consumer.create_task_handler": (
         "292c5a681f10ade7",
-        "transport.QoS.ack (Celery acks on the event loop, via call_soon)",
+        "transport.QoS.ack (Celery acks on the event loop, via call_soon); worker/consumer.py (wraps the handler: "
+        "which errors Celery catches itself)",
+    ),
+    "billiard.pool:Pool.apply_async": (
+        "aa125dcd2057ea67",
+        "pool.apply_async (the job is in _cache before send_job pickles it; a failure raises to the caller)",
+    ),
+    "celery.concurrency.asynpool:AsynPool._create_write_handlers": (
+        "f5f9b8dc805bea71",
+        "pool.apply_async (send_job pickles the job inside apply_async)",
+    ),
+    "celery.worker.worker:WorkController._process_task_sem": (
+        "2b2de9af8a8dc818",
+        "pool._not_sent (the semaphore slot taken per job, given back when a job is not sent)",
+    ),
+    "celery.worker.request:create_request_cls": (
+        "871f30fe1cfee4bf",
+        "request.GuardedRequest (Celery subclasses task.Request; error_callback is its on_failure)",
+    ),
+    "celery.worker.state:task_ready": ("ad25f2985520adf2", "request.refuse_message (forgets a refused Request)"),
+    "kombu.transport.virtual.base:Message.__init__": (
+        "c90d08ccfa2e3e9a",
+        "request._raw_bytes and transport.QoS._record_unacked (Message._raw is the envelope)",
     ),
     "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "transport.QoS.reject (a refused requeue stays unacked)"),
     "kombu.transport.redis:QoS.restore_by_tag": ("58e161d81b6fe18d", "transport.QoS.reject (what a requeue writes)"),

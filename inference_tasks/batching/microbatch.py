@@ -28,6 +28,7 @@ the next free child, and the one gathering; other workers get the rest of the qu
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 from weakref import ref
 
@@ -40,6 +41,8 @@ from celery.worker.strategy import default as default_strategy
 
 from inference_tasks.batching.batch_job import run_batch
 from inference_tasks.batching.plan import PlannedEncode, planned_encode
+from inference_tasks.worker.pool import JobNotSent
+from inference_tasks.worker.request import GuardedTask
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +87,7 @@ class Batcher:
         if not self.window_opened:  # not at construction: the strategy is built before the QoS
             self.consumer.qos.increment_eventually()
             self.window_opened = True
-        plan = planned_encode(request)
-        if plan is not None and any(len(text) > self.max_text_chars for text in plan.texts):
-            plan = None  # the task fails in the child with the length limit's own message
+        plan = self.plan(request)
         count = len(plan.texts) if plan else 0
         if count >= self.max_texts:
             return self.handle(request)  # already a full batch on its own
@@ -95,11 +96,37 @@ class Batcher:
         self.held.append((request, plan))
         self.held_texts += count
         self.consumer.qos.increment_eventually()  # held tasks do not use up the prefetch window
-        if self.held_texts >= self.max_texts or (len(self.held) == 1 and self.children_all_idle()):
-            self.flush()
-        elif self.flush_timer is None and not self.wait_over:
-            self.flush_timer = self.consumer.timer.call_after(self.wait_s, self.on_wait_over)
+        try:
+            if self.held_texts >= self.max_texts or (len(self.held) == 1 and self.children_all_idle()):
+                self.flush()
+            elif self.flush_timer is None and not self.wait_over:
+                self.flush_timer = self.consumer.timer.call_after(self.wait_s, self.on_wait_over)
+        except Exception:
+            # The consumer's guard refuses this task's message (worker/consumer.py): it must not
+            # also go out later with a batch.
+            self.drop(request)
+            raise
         return None
+
+    def plan(self, request: Any) -> PlannedEncode | None:
+        """What the task will encode, or None to run it on its own (the child then validates it)."""
+        try:
+            plan = planned_encode(request)
+        except Exception:
+            logger.exception("could not plan task %s for a micro-batch; it runs on its own", request.id)
+            return None
+        if plan is not None and any(len(text) > self.max_text_chars for text in plan.texts):
+            return None  # the task fails in the child with the length limit's own message
+        return plan
+
+    def drop(self, request: Any) -> None:
+        """Forget a held task (its message is being refused) and the prefetch unit it added."""
+        for index, (held, plan) in enumerate(self.held):
+            if held is request:
+                del self.held[index]
+                self.held_texts -= len(plan.texts) if plan else 0
+                self.consumer.qos.decrement_eventually()
+                return
 
     def children_all_idle(self) -> bool:
         return bool(self.pool.all_children_idle()) if hasattr(self.pool, "all_children_idle") else False
@@ -151,7 +178,7 @@ class Batcher:
         requests = [request for request, _ in live]
         plans = [plan for _, plan in live if plan is not None]
         entries = [(r.type, r.id, r.request_dict, r.body, r.content_type, r.content_encoding) for r in requests]
-        completion = BatchCompletion(requests, self.consumer.qos)
+        completion = BatchCompletion(requests, self.consumer.qos, self.send_alone)
         hard_limit, soft_limit = _longest_time_limits(requests)
         try:
             result = self.consumer.pool.apply_async(
@@ -166,17 +193,20 @@ class Batcher:
                 correlation_id=requests[0].id,
             )
         except Exception:
-            logger.exception(
-                "could not hand a batch of %d tasks to the pool; returning them to the queue", len(requests)
-            )
-            for request in requests:
-                request.reject(requeue=True)
-            completion.release()
+            logger.exception("could not hand a batch of %d tasks to the pool; sending them one by one", len(requests))
+            completion.send_each_alone()
             return
+        if result is None:
+            return  # not sent (the pool already told the completion) or the pool is closing
         for request in requests:
             # Lets `revoke(terminate=True)` find the job; it ends the whole batch's child.
             request._apply_result = ref(result) if result is not None else None
         logger.info("coalesced %d tasks (%d texts) into one job", len(requests), sum(len(p.texts) for p in plans))
+
+    def send_alone(self, request: Any) -> None:
+        """One task as its own pool job (Celery's normal path), so a task that cannot go with others
+        still runs or fails on its own."""
+        self.handle(request)
 
     def close(self) -> None:
         """The consumer's connection is gone: its held messages go back to their queues with it."""
@@ -198,9 +228,10 @@ def _longest_time_limits(requests: list[Any]) -> tuple[float | None, float | Non
 class BatchCompletion:
     """The pool's callbacks for one batch job, fanned out to each task's own Request handlers."""
 
-    def __init__(self, requests: list[Any], qos: Any) -> None:
+    def __init__(self, requests: list[Any], qos: Any, send_alone: Callable[[Any], None]) -> None:
         self.requests = requests
         self.qos = qos
+        self.send_alone = send_alone
         self.released = False
 
     def on_accepted(self, pid: int, time_accepted: float) -> None:
@@ -229,6 +260,9 @@ class BatchCompletion:
         collateral = None
         error = getattr(exc_info, "exception", None)
         error = getattr(error, "exc", error)  # billiard may wrap it in ExceptionWithTraceback
+        if isinstance(error, JobNotSent):
+            self.send_each_alone()
+            return
         if isinstance(error, Terminated):
             revoked_ids = [request.id for request in self.requests if request.id in worker_state.revoked]
             collateral = _worker_lost(f"its micro-batch was terminated to revoke {', '.join(revoked_ids)}")
@@ -236,6 +270,13 @@ class BatchCompletion:
             lost = collateral is not None and request.id not in worker_state.revoked
             _each(request.on_failure, collateral if lost else exc_info)
         self.release()
+
+    def send_each_alone(self) -> None:
+        """The pool could not send the batch job (one task's arguments would not serialise): each task
+        goes as its own job instead, so the one at fault fails alone and its batch-mates run."""
+        self.release()
+        for request in self.requests:
+            _each(self.send_alone, request)
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         for request in self.requests:
@@ -336,7 +377,7 @@ def strategy(task: Task, app: Any, consumer: Any, **kwargs: Any) -> Any:
     return default_strategy(task, app, _ConsumerForBatching(consumer, batcher_for(consumer)), **kwargs)
 
 
-class CoalescedTask(Task):
+class CoalescedTask(GuardedTask):
     """Base of inference.embed and inference.classify: small tasks may share one encode."""
 
     Strategy = "inference_tasks.batching.microbatch:strategy"

@@ -34,6 +34,7 @@ from inference_tasks.validation import (
 )
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.models import HOLDER
+from inference_tasks.worker.request import GuardedTask
 
 PROGRESS = "PROGRESS"
 EMBED_CHUNK = 64
@@ -114,7 +115,7 @@ def accuracy(predicted: np.ndarray, truth: np.ndarray) -> float:
     return float((predicted == truth).mean()) if len(truth) else 0.0
 
 
-@shared_task(name=TRAIN_CLASSIFIER_TASK, bind=True, throws=(InvalidInput,))
+@shared_task(name=TRAIN_CLASSIFIER_TASK, bind=True, base=GuardedTask, throws=(InvalidInput,))
 def train_classifier(
     self: Task, name: Any = None, texts: Any = None, labels: Any = None, test_fraction: Any = 0.2, seed: Any = 0,
     **unknown: Any,
@@ -182,7 +183,7 @@ def train_classifier(
     }
 
 
-@shared_task(name=EMBED_CORPUS_TASK, bind=True, throws=(InvalidInput,))
+@shared_task(name=EMBED_CORPUS_TASK, bind=True, base=GuardedTask, throws=(InvalidInput,))
 def embed_corpus(
     self: Task, texts: Any = None, source_key: Any = None, page_size: Any = DEFAULT_PAGE_SIZE,
     normalize: Any = True, encoding: Any = PAGE_ENCODINGS[0], **unknown: Any,

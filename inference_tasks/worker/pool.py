@@ -19,6 +19,7 @@ from multiprocessing.sharedctypes import RawArray
 from typing import Any
 from weakref import ref
 
+from billiard.einfo import ExceptionInfo
 from celery.concurrency.asynpool import AsynPool
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 
@@ -102,6 +103,11 @@ def _valid(slot: int | None) -> bool:
     return slot is not None and 0 <= slot < MAX_POOL_SLOTS
 
 
+class JobNotSent(RuntimeError):
+    """The pool could not hand a job to a child (serialising it failed); given to the job's
+    error_callback as if the job had failed there. The job never ran."""
+
+
 # After a child's last result, look for its exit this often, for at most this long (see below).
 REAP_CHECK_INTERVAL_S = 0.01
 REAP_CHECK_FOR_S = 3.0
@@ -148,6 +154,43 @@ class LastTaskAwareAsynPool(AsynPool):
         super().on_job_ready(job, i, obj, inqW_fd)
         for listener in self.on_child_free:
             listener()
+
+    def apply_async(self, func: Any, args: Any = (), kwds: Any = None, **options: Any) -> Any:
+        """billiard's, except that a job it cannot hand to a child never raises into the caller.
+
+        The job is pickled for the child right here (Celery's send_job); if that fails (a message
+        whose arguments pickle cannot walk), the exception used to travel up into whoever asked: the
+        consumer (the whole worker exited, "Unrecoverable error"), an ETA timer, or another job's
+        completion when the job had waited for a free slot. Now billiard's record of the job is
+        dropped, the slot it took is given back, and its error_callback gets JobNotSent, as for a
+        job that failed in a child: the task fails alone (worker/request.py dead-letters it) and a
+        micro-batch falls back to sending its tasks one by one.
+        """
+        try:
+            return super().apply_async(func, args, kwds or {}, **options)
+        except Exception as error:  # noqa: BLE001 - any failure to send costs this job only
+            self._not_sent(error, options)
+            return None
+
+    def _not_sent(self, error: Exception, options: dict[str, Any]) -> None:
+        correlation_id = options.get("correlation_id")
+        logger.error("could not hand job %s to a child: %r", correlation_id, error)
+        # ApplyResult registers itself in _cache before send_job runs: the newest entry is this job.
+        newest = next(reversed(self._cache.values()), None)
+        if newest is not None and newest.correlation_id == correlation_id and newest._write_to is None:
+            newest.discard()
+        if self._putlock is not None:
+            self._putlock.release()  # the slot Celery's semaphore took for this job
+        error_callback = options.get("error_callback")
+        if error_callback is None:
+            return
+        try:
+            try:
+                raise JobNotSent(f"{type(error).__name__}: {error}") from error
+            except JobNotSent:
+                error_callback(ExceptionInfo())
+        except Exception:  # as for a failed child's job: logged, never raised into the caller
+            logger.exception("handling the job that could not be sent failed")
 
     def terminate_job(self, pid: int, sig: int | None = None) -> None:
         """`revoke(task_id, terminate=True)` stops the task: Celery's default TERM becomes SIGKILL.

@@ -1,0 +1,134 @@
+"""The Request of this package's tasks, and what the worker's main process does with a message it cannot run.
+
+Celery builds one Request per message in the worker's main process and hands it to the pool.
+Everything that can go wrong there must cost that one message, never the worker
+(docs/reliability.md, "One message never stops a worker"): `refuse_message` is that cost, used by
+the consumer's guard (consumer.py) and by GuardedRequest when the pool could not send its job.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from billiard.einfo import ExceptionInfo
+from celery import Task
+from celery.worker import state as worker_state
+from celery.worker.request import Request
+
+from inference_tasks import codec
+from inference_tasks.broker import dead_letter
+from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
+from inference_tasks.broker.envelope import requested_reply
+from inference_tasks.worker.pool import JobNotSent
+
+logger = logging.getLogger(__name__)
+# Off our transport (no dead-letter list) a refusal is still logged, naming queue and id.
+REFUSED_LOG = "refused a message from queue %r (task %s, id %s): %s"
+
+
+class GuardedRequest(Request):
+    """Celery's Request, except that a job the pool could not hand to a child is dead-lettered.
+
+    The pool reports such a job to its error_callback (this on_failure) as JobNotSent; Celery's own
+    handling then stores FAILURE (with the reply job the message asked for), acks the message and
+    forgets the request, as for a task that raised. The message also goes to the dead-letter list,
+    like every refusal, since running it again could only fail the same way.
+    """
+
+    def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
+        error = getattr(exc_info, "exception", None)
+        error = getattr(error, "exc", error)  # billiard may wrap it in ExceptionWithTraceback
+        if isinstance(error, JobNotSent):
+            reason = f"the worker could not hand it to a child process ({error})"
+            record_refusal(self.message, reason, self.id, self.name)
+            try:
+                raise UnhandledMessage(f"{self.name}: {reason}; dead-lettered")
+            except UnhandledMessage:
+                exc_info = ExceptionInfo()
+        return super().on_failure(exc_info, send_failed_event, return_ok)
+
+
+class GuardedTask(Task):
+    """Base of this package's tasks: their requests are GuardedRequests (named, so producers never import it)."""
+
+    Request = "inference_tasks.worker.request:GuardedRequest"
+
+
+def refuse_message(message: Any, reason: str, task_id: str | None, task_name: str | None) -> None:
+    """Cost one message that passed screening but failed in the main process: log, dead-letter,
+    FAILURE (and its reply job) where the id is known, forget its Request, ack it. Never raises."""
+    try:
+        error = UnhandledMessage(f"{task_name}: {reason}; dead-lettered")
+        refusal = _refusal(message, reason, task_id, task_name)
+        refuse = getattr(getattr(message, "channel", None), "refuse", None)
+        if refuse is not None:
+            refuse(refusal, error)
+        else:  # not our transport: no dead-letter list, but the outcome still reaches the producer
+            logger.error(
+                "refused a message from queue %r (task %s, id %s): %s", refusal.queue, task_name, task_id, reason
+            )
+            if task_id:
+                dead_letter.fail_result(refusal, error)
+        request = _request_of(message, task_id)
+        if request is not None:  # the strategy got as far as making one: Celery forgets it, acks once
+            worker_state.task_ready(request)
+            request.acknowledge()
+        elif not message.acknowledged:
+            message.ack()
+    except Exception:  # the guard itself must never take the worker down
+        logger.exception("could not refuse message %s; it returns to its queue with the connection", task_id)
+
+
+def requeue_message(message: Any, task_id: str | None, connection_errors: Any) -> None:
+    """Put one message back on its queue (its failure was not its own fault) and forget its Request."""
+    request = _request_of(message, task_id)
+    if request is not None:
+        worker_state.task_ready(request)
+        request.reject(requeue=True)
+    elif not message.acknowledged:
+        message.reject_log_error(logger, connection_errors, requeue=True)
+
+
+def record_refusal(message: Any, reason: str, task_id: str | None, task_name: str | None) -> None:
+    """Log and dead-letter one message whose FAILURE someone else stores. Never raises."""
+    try:
+        refusal = _refusal(message, reason, task_id, task_name)
+        record = getattr(getattr(message, "channel", None), "dead_letter", None)
+        if record is not None:
+            record(refusal)
+        else:
+            logger.error(
+                "refused a message from queue %r (task %s, id %s): %s", refusal.queue, task_name, task_id, reason
+            )
+    except Exception:
+        logger.exception("could not dead-letter message %s", task_id)
+
+
+def _refusal(message: Any, reason: str, task_id: str | None, task_name: str | None) -> Refusal:
+    headers = message.headers if isinstance(getattr(message, "headers", None), dict) else {}
+    delivery_info = getattr(message, "delivery_info", None) or {}
+    return Refusal(
+        queue=str(delivery_info.get("routing_key", "?")),
+        reason=reason,
+        raw=_raw_bytes(message),
+        task_id=task_id,
+        task_name=task_name,
+        reply=requested_reply(headers),
+    )
+
+
+def _raw_bytes(message: Any) -> bytes:
+    """The message as it was popped from Redis (kombu keeps the decoded envelope)."""
+    try:
+        return codec.dumps(message._raw)
+    except Exception:  # noqa: BLE001 - keep what kombu decoded of the body instead
+        body = getattr(message, "body", b"")
+        return body if isinstance(body, bytes) else str(body).encode("utf-8", errors="replace")
+
+
+def _request_of(message: Any, task_id: str | None) -> Any:
+    """Celery's Request for this very message, if the strategy made one (a redelivered duplicate
+    of the same id may be held too: it is not this message's)."""
+    request = worker_state.requests.get(task_id) if task_id else None
+    return request if request is not None and request.message is message else None
