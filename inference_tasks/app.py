@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from celery import Celery
-from kombu import Exchange, Queue
+from kombu.entity import Exchange, Queue
 
 from inference_tasks.broker.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec

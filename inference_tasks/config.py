@@ -369,9 +369,9 @@ class Settings:
         device = str(values.get("device", DEFAULT_DEVICE))
         if "concurrency" not in values and device != devices.CPU and devices.is_valid_device(device):
             gpus = devices.gpus_on_this_host(environ)
-            per_gpu = int(values.get("children_per_gpu", DEFAULT_CHILDREN_PER_GPU))  # type: ignore[call-overload]
+            per_gpu = int(values.get("children_per_gpu", DEFAULT_CHILDREN_PER_GPU))  # type: ignore[call-overload]  # parsed as int above
             values["concurrency"] = devices.default_concurrency(device, gpus, per_gpu, available_cores())
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type by _parse
 
 
 def _env_kinds() -> dict[str, type]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole quality gate, as CI runs it: set up, lint, format check, then every test
+# The whole quality gate, as CI runs it: set up, lint, format check, type check, then every test
 # (real redis-server, real `celery worker` processes, the real model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,4 +7,5 @@ WITH_TEST_TOOLS=1 bash scripts/setup.sh
 VENV=${VENV:-.venv}
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
+"$VENV/bin/mypy"
 exec "$VENV/bin/python" -m pytest "$@"

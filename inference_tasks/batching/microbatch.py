@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from weakref import ref
 
 from billiard.einfo import ExceptionInfo
@@ -55,7 +55,7 @@ class Batcher:
 
     def __init__(self, consumer: Any, max_texts: int, wait_s: float, max_text_chars: int) -> None:
         self.consumer = consumer
-        self.handle = consumer.on_task_request  # the normal path: one task, one pool job
+        self.handle: Callable[[Any], None] = consumer.on_task_request  # the normal path: one task, one pool job
         self.max_texts = max_texts
         self.wait_s = wait_s
         self.max_text_chars = max_text_chars
@@ -67,7 +67,7 @@ class Batcher:
         self.wait_over = False
         self.closed = False
         # The pool's view of its children (pool.py); without it every child counts as free.
-        self.pool = getattr(consumer.pool, "_pool", None)
+        self.pool: Any = cast(Any, getattr(consumer.pool, "_pool", None))
         if hasattr(self.pool, "on_child_free"):
             self.pool.on_child_free.append(self.on_child_free)
         else:

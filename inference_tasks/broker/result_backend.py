@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import states
 from celery.app.task import Context
@@ -74,7 +74,14 @@ return 1
 """
 
 
-class ResultStore:
+if TYPE_CHECKING:
+    # What the mixin is mixed into, for the type checker (Celery is untyped, so this is Any to it).
+    from celery.backends.redis import RedisBackend as _MixedInto
+else:
+    _MixedInto = object
+
+
+class ResultStore(_MixedInto):
     """Mixed into Celery's Redis backends: store_result pushes replies, sets lifetimes and outlasts a
     full Redis."""
 
@@ -91,7 +98,7 @@ class ResultStore:
             return result
         if state not in states.READY_STATES:
             try:
-                return super().store_result(task_id, result, state, traceback, request, **kwargs)  # type: ignore[misc]
+                return super().store_result(task_id, result, state, traceback, request, **kwargs)
             except Exception as error:
                 if not is_out_of_memory(error):
                     raise
@@ -114,8 +121,8 @@ class ResultStore:
                     error = result if isinstance(result, BaseException) else None
                     value = None if error is not None else result
                     replied = replies.reply(spec, request, settings, state, value, error)
-                kept = replies.stub_result(spec) if replied and state == states.SUCCESS else result
-                stored = super().store_result(task_id, kept, state, traceback, request, **kwargs)  # type: ignore[misc]
+                kept = replies.stub_result(spec) if spec is not None and replied and state == states.SUCCESS else result
+                stored = super().store_result(task_id, kept, state, traceback, request, **kwargs)
                 self._extend_lifetime(task_id, request)
                 return stored
             except Exception as error:
@@ -134,32 +141,32 @@ class ResultStore:
     ) -> Any:
         """Celery's BaseKeyValueStoreBackend._store_result in one atomic round trip (pinned, docs/upstream.md)."""
         key, value, lifetime = self._encoded_state(task_id, result, state, traceback, request)
-        self.ensure(self._set_unless_succeeded, (key, value, lifetime))  # type: ignore[attr-defined]
+        self.ensure(self._set_unless_succeeded, (key, value, lifetime))
         return result
 
     def _encoded_state(
         self, task_id: str, result: Any, state: str, traceback: Any, request: Any
     ) -> tuple[str, str, int]:
         """The key, the meta exactly as Celery encodes it, and its lifetime (RedisBackend._set_with_state)."""
-        meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)  # type: ignore[attr-defined]
+        meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)
         meta["task_id"] = bytes_to_str(task_id)
-        value = self.encode(meta)  # type: ignore[attr-defined]
-        if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:  # type: ignore[attr-defined]
+        value = self.encode(meta)
+        if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
             raise BackendStoreError("value too large for Redis backend", state=state, task_id=task_id)
-        lifetime = self.failure_expires if state == states.FAILURE else None  # type: ignore[attr-defined]
+        lifetime = self.failure_expires if state == states.FAILURE else None
         if lifetime is None:
-            lifetime = self.expires  # type: ignore[attr-defined]
-        return self.get_key_for_task(task_id), value, int(lifetime or 0)  # type: ignore[attr-defined]
+            lifetime = self.expires
+        return self.get_key_for_task(task_id), value, int(lifetime or 0)
 
     def _set_unless_succeeded(self, key: str, value: str | bytes, lifetime: int) -> bool:
         if len(value) <= LUA_MAX_VALUE_BYTES:
             return bool(self.client.eval(SET_UNLESS_SUCCEEDED, 1, key, value, lifetime))
         # Celery's own two steps: Lua copies its arguments, and for a big value (a 64-text JSON
         # result is ~515 KB) that cost Redis 0.6 ms instead of 0.2-0.3 (measured).
-        current = self.get(key)  # type: ignore[attr-defined]
-        if current and self.decode_result(current).get("status") == states.SUCCESS:  # type: ignore[attr-defined]
+        current = self.get(key)
+        if current and self.decode_result(current).get("status") == states.SUCCESS:
             return False
-        self._set(key, value, lifetime or None)  # type: ignore[attr-defined]
+        self._set(key, value, lifetime or None)
         return True
 
     def store_started_together(self, requests: list[tuple[str, dict[str, Any]]], pid: int) -> None:
@@ -193,7 +200,7 @@ class ResultStore:
     def _extend_lifetime(self, task_id: str, request: Any) -> None:
         """Training results keep their longer lifetime (one EXPIRE, for those tasks only)."""
         if getattr(request, "task", None) in LONG_LIVED_RESULT_TASKS:
-            key = self.get_key_for_task(task_id)  # type: ignore[attr-defined]
+            key = self.get_key_for_task(task_id)
             self.client.expire(key, self.app.settings.training_result_expires_s)
 
     def _give_back(self, task_id: str, state: str, error: BaseException) -> None:

@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from queue import Empty
 from typing import Any
 
 from kombu.asynchronous import get_event_loop
@@ -109,7 +110,8 @@ class QoS(kombu_redis.QoS):
     def ack(self, delivery_tag: str) -> None:
         hub = get_event_loop()
         if hub is None or threading.current_thread() is not threading.main_thread():
-            return super().ack(delivery_tag)  # no worker event loop here: at once, as kombu does
+            super().ack(delivery_tag)  # no worker event loop here: at once, as kombu does
+            return
         virtual.QoS.ack(self, delivery_tag)
         if self._acks_pending is None:
             self._acks_pending = []
@@ -164,7 +166,7 @@ class Channel(kombu_redis.Channel):
     QoS = QoS
 
     # Our settings arrive through broker_transport_options like kombu's own.
-    from_transport_options = (
+    from_transport_options = (  # type: ignore[assignment]  # kombu types its own tuple by length
         *kombu_redis.Channel.from_transport_options,
         "max_message_bytes",
         "max_nesting_depth",
@@ -225,13 +227,13 @@ class Channel(kombu_redis.Channel):
                 if envelope is not None:
                     self.connection._deliver(envelope, dest)
                 return True
-            raise kombu_redis.Empty()
+            raise Empty()
         finally:
-            self._in_poll = None
+            self._in_poll = None  # type: ignore[assignment]  # as in kombu's own copy
             self._flush_brpop_reauth()
 
     # Copied from kombu 5.7's Channel._get (the synchronous path), screening likewise.
-    def _get(self, queue: str) -> dict[str, Any]:
+    def _get(self, queue: str, timeout: Any = None) -> dict[str, Any]:
         with self.conn_or_acquire() as client:
             for pri in self.priority_steps:
                 item = client.rpop(self._q_for_pri(queue, pri))
@@ -239,10 +241,10 @@ class Channel(kombu_redis.Channel):
                     self._maybe_update_queues_expire(client, queue)
                     envelope = self._admit(item, queue)
                     if envelope is None:
-                        raise kombu_redis.Empty()
+                        raise Empty()
                     return envelope
             self._maybe_update_queues_expire(client, queue)
-            raise kombu_redis.Empty()
+            raise Empty()
 
     @property
     def screening_limits(self) -> ScreeningLimits:
@@ -265,6 +267,7 @@ class Channel(kombu_redis.Channel):
         if queue.endswith(CONTROL_QUEUE_SUFFIX):
             return json.loads(bytes_to_str(item))  # kombu's own remote-control replies
         screening = screen(item, self.screening_limits)
+        error: Exception
         if not screening.accepted:
             error = MalformedMessage(f"malformed message: {screening.problem}")
             self.refuse(_refusal(item, queue, screening, screening.problem), error)
@@ -272,7 +275,7 @@ class Channel(kombu_redis.Channel):
         envelope = screening.envelope
         assert envelope is not None
         if envelope["headers"].get("redelivered") or envelope["properties"]["delivery_info"].get("redelivered"):
-            redeliveries = self._count_redelivery(screening.task_id)
+            redeliveries = self._count_redelivery(screening.task_id or "")
             if redeliveries > self.max_redeliveries:
                 problem = (
                     f"redelivered {redeliveries} times without completing: its worker process died or "
@@ -284,7 +287,7 @@ class Channel(kombu_redis.Channel):
                 return None
         return envelope
 
-    def _count_redelivery(self, task_id: str | None) -> int:
+    def _count_redelivery(self, task_id: str) -> int:
         key = redelivery_key(task_id)
         with self.conn_or_acquire() as client, client.pipeline() as pipe:
             count, _ = pipe.incr(key).expire(key, self.redelivery_counter_ttl).execute()
@@ -324,7 +327,7 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     """The screening channel on a Sentinel-managed Redis: kombu's SentinelChannel finds the current
     primary (and finds it again after a failover, on reconnect); reads still pass through `screen`."""
 
-    from_transport_options = (
+    from_transport_options = (  # type: ignore[assignment]  # as above
         *Channel.from_transport_options,
         *(
             name
@@ -337,5 +340,5 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
 class SentinelTransport(Transport):
     """REDIS_URL=sentinel://...: kombu's Sentinel transport with the screening channel."""
 
-    default_port = 26379
+    default_port = 26379  # type: ignore[assignment]  # kombu's base leaves it None; its Sentinel transport sets it so
     Channel = SentinelChannel

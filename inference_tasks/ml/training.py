@@ -11,7 +11,7 @@ import json
 import random
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from celery import Task, shared_task
@@ -80,7 +80,9 @@ def stratified_split(labels: list[str], test_fraction: float, seed: int) -> tupl
     return sorted(train), sorted(test)
 
 
-def fit_softmax_head(features: np.ndarray, targets: np.ndarray, classes: int, on_epoch: Any = None):
+def fit_softmax_head(
+    features: np.ndarray, targets: np.ndarray, classes: int, on_epoch: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Multinomial logistic regression on embeddings with PyTorch (full batch, Adam); (weights, bias)."""
     import torch
 
@@ -224,7 +226,8 @@ def embed_corpus(
         if texts is not None:
             page = texts[start : start + page_size]
         else:
-            page = decode_items(task, client.lrange(source_key, start, start + page_size - 1), start)
+            items = cast(list[bytes], client.lrange(source_key, start, start + page_size - 1))  # a bytes client
+            page = decode_items(task, items, start)
             check_text_items(task, page, settings, offset=start)
         vectors = model.encode(page, normalize=normalize)
         record = {"page": pages, "start": start, "count": len(page), "dim": model.dim, "encoding": encoding}

@@ -53,7 +53,8 @@ def read_items(path: Path, max_chars: int) -> list[Item]:
             line = raw.rstrip("\n").rstrip("\r")
             if not line.strip():
                 continue
-            text, ident = line, None
+            text: Any = line
+            ident: Any = None
             if jsonl:
                 try:
                     record = json.loads(line)
@@ -145,7 +146,13 @@ def run(
         _collect(kind, pending.popleft(), on_records, timeout, progress)
 
 
-def _collect(kind: str, sent: tuple[list[Item], Any], on_records: Callable, timeout: float, progress: Callable) -> None:
+def _collect(
+    kind: str,
+    sent: tuple[list[Item], Any],
+    on_records: Callable[..., Any],
+    timeout: float,
+    progress: Callable[..., Any],
+) -> None:
     batch, result = sent
     try:
         value = producer.collect(result, timeout)

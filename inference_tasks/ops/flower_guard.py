@@ -35,7 +35,7 @@ def is_loopback(address: str) -> bool:
         resolved = {info[4][0] for info in socket.getaddrinfo(address, None)}
     except OSError:
         return False
-    return bool(resolved) and all(ipaddress.ip_address(ip.split("%")[0]).is_loopback for ip in resolved)
+    return bool(resolved) and all(ipaddress.ip_address(str(ip).split("%")[0]).is_loopback for ip in resolved)
 
 
 def secure_flower_options(options: Any, settings: Settings) -> None:

@@ -8,6 +8,7 @@ never creates a CUDA context: a child forked from one could not use CUDA again.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from inference_tasks.devices import CUDA
@@ -34,10 +35,10 @@ def cuda_initialized() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def mps_active(environ: dict[str, str] | None = None) -> bool:
+def mps_active(environ: Mapping[str, str] | None = None) -> bool:
     """Whether an NVIDIA MPS control daemon is listening where this process's CUDA would look."""
-    environ = os.environ if environ is None else environ
-    pipe_directory = environ.get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_MPS_PIPE_DIRECTORY)
+    variables = os.environ if environ is None else environ
+    pipe_directory = variables.get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_MPS_PIPE_DIRECTORY)
     return os.path.exists(os.path.join(pipe_directory, "control"))
 
 

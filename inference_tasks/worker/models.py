@@ -48,8 +48,12 @@ class Embedder(Protocol):
     backend: str
     precision: str | None
     threads: int | None
+    # Texts per forward pass (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA, set when the child places it).
+    batch_size: int
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray: ...
+
+    def place(self, device: str, dtype: str = "float32") -> None: ...
 
 
 def resolve_model_path(model: str) -> Path:
@@ -250,7 +254,7 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         return
     if holder.embedder.backend == "openvino":
         try:
-            holder.embedder.compile(threads)  # type: ignore[attr-defined]
+            holder.embedder.compile(threads)  # type: ignore[attr-defined]  # OpenVinoEmbedder's own step
         except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
             holder._fail(settings.model, exc)
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
+from types import FrameType
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def set_this_childs_task_limit(limit: int | None) -> bool:
     """
     from billiard.pool import Worker
 
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         candidate = frame.f_locals.get("self")
         if isinstance(candidate, Worker):

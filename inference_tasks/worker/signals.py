@@ -165,7 +165,7 @@ def pin_threads_and_load_model(**_: Any) -> None:
     """In each process that runs tasks (prefork child, or the solo worker): pin, load, warm up."""
     if not ours(current_app):
         return
-    settings = current_app.settings  # type: ignore[attr-defined]
+    settings = current_app.settings
     if CHILD.main_pid not in (None, os.getpid()):
         CHILD.pool_slot = pool.this_childs_slot()
     if CHILD.profile is None:  # started by something other than `celery worker`
@@ -197,7 +197,7 @@ def stagger_recycling(**_: Any) -> None:
     """Give this prefork child its own task limit (recycling.py), so children recycle apart."""
     if not ours(current_app):
         return
-    settings = current_app.settings  # type: ignore[attr-defined]
+    settings = current_app.settings
     if CHILD.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
         return
     pool.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
