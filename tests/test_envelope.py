@@ -236,3 +236,32 @@ def _items(value: object) -> int:
     if isinstance(value, list):
         return len(value) + sum(_items(item) for item in value)
     return 0
+
+
+def test_a_failure_while_delivering_a_screened_message_refuses_it_instead_of_raising(fresh_redis_url):
+    """Past screening, kombu builds the Message, writes the unacked record and runs the consumer's callback;
+    anything that raises there (here the callback itself) costs that message: dead-lettered, FAILURE stored,
+    its unacked record removed, and the consumer's drain_events does not raise."""
+    from kombu import Consumer, Exchange, Queue
+
+    from inference_tasks.broker.keys import DEAD_LETTER_KEY
+
+    url = fresh_redis_url()
+    app = producer_app(url)
+    redis = redis_client(url)
+    message = task_message("inference.embed", [["a"]])
+
+    def breaks(body: object, delivered: object) -> None:
+        raise RuntimeError("a consumer that cannot take this message")
+
+    queue = Queue("inference", Exchange("inference"), routing_key="inference")
+    with app.connection_for_read() as connection, Consumer(connection, [queue], callbacks=[breaks], accept=["json"]):
+        redis.lpush("inference", encode(message))
+        connection.drain_events(timeout=10)
+        connection.default_channel.qos.write_acks()  # what the worker's event loop does after the turn
+    [entry] = [json.loads(raw) for raw in redis.lrange(DEAD_LETTER_KEY, 0, -1)]
+    assert entry["task_id"] == message["headers"]["id"]
+    assert "RuntimeError: a consumer that cannot take this message" in entry["reason"]
+    assert redis.hlen("unacked") == 0
+    failed = app.AsyncResult(message["headers"]["id"])
+    assert failed.state == "FAILURE" and "UnhandledMessage" in type(failed.result).__name__

@@ -22,12 +22,12 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.redis:QoS.append": (
         "35c655f6ecc62fe6",
-        "transport.QoS.append (retries while full) and _record_unacked (kombu's append, plain pipeline)",
+        "qos.QoS.append (retries while full) and _record_unacked (kombu's append, plain pipeline)",
     ),
-    "kombu.transport.virtual.base:QoS.append": ("b388f0cd6485c28a", "transport.QoS._record_unacked (local record)"),
-    "kombu.transport.redis:QoS.ack": ("1bc15a4ddf541af6", "transport.QoS.ack (Redis' part deferred and batched)"),
-    "kombu.transport.redis:QoS._remove_from_indices": ("980a109d54ad9136", "transport.QoS.write_acks"),
-    "kombu.transport.redis:QoS.pipe_or_acquire": ("ad7f549d96c81107", "transport.QoS.write_acks"),
+    "kombu.transport.virtual.base:QoS.append": ("b388f0cd6485c28a", "qos.QoS._record_unacked (local record)"),
+    "kombu.transport.redis:QoS.ack": ("1bc15a4ddf541af6", "qos.QoS.ack (Redis' part deferred and batched)"),
+    "kombu.transport.redis:QoS._remove_from_indices": ("980a109d54ad9136", "qos.QoS.write_acks"),
+    "kombu.transport.redis:QoS.pipe_or_acquire": ("ad7f549d96c81107", "qos.QoS.write_acks"),
     "kombu.transport.redis:Channel.close": ("101e9b9cdad44b88", "transport.Channel.close (pending acks first)"),
     "kombu.transport.virtual.base:Channel.close": (
         "26368e1cadfc4ff9",
@@ -35,7 +35,7 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "celery.worker.consumer.consumer:Consumer.create_task_handler": (
         "292c5a681f10ade7",
-        "transport.QoS.ack (Celery acks on the event loop, via call_soon); worker/consumer.py (wraps the handler: "
+        "qos.QoS.ack (Celery acks on the event loop, via call_soon); worker/consumer.py (wraps the handler: "
         "which errors Celery catches itself)",
     ),
     "billiard.pool:Pool.apply_async": (
@@ -55,17 +55,21 @@ PINNED: dict[str, tuple[str, str]] = {
         "request.GuardedRequest (Celery subclasses task.Request; error_callback is its on_failure)",
     ),
     "celery.worker.state:task_ready": ("ad25f2985520adf2", "request.refuse_message (forgets a refused Request)"),
+    "kombu.transport.virtual.base:Transport._deliver": (
+        "799e242f3ec53863",
+        "transport.Channel._deliver_screened (what delivery runs: the consumer callback, via basic_consume)",
+    ),
     "kombu.transport.virtual.base:Message.__init__": (
         "c90d08ccfa2e3e9a",
-        "request._raw_bytes and transport.QoS._record_unacked (Message._raw is the envelope)",
+        "request._raw_bytes and qos.QoS._record_unacked (Message._raw is the envelope)",
     ),
-    "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "transport.QoS.reject (a refused requeue stays unacked)"),
-    "kombu.transport.redis:QoS.restore_by_tag": ("58e161d81b6fe18d", "transport.QoS.reject (what a requeue writes)"),
+    "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "qos.QoS.reject (a refused requeue stays unacked)"),
+    "kombu.transport.redis:QoS.restore_by_tag": ("58e161d81b6fe18d", "qos.QoS.reject (what a requeue writes)"),
     "kombu.transport.redis:QoS.restore_visible": (
         "d4a4a40a3eaf9f23",
         "leases.py (the sweep that returns expired messages)",
     ),
-    "kombu.transport.virtual.base:QoS.ack": ("0714292b916fecb2", "transport.QoS.reject (forgets a message locally)"),
+    "kombu.transport.virtual.base:QoS.ack": ("0714292b916fecb2", "qos.QoS.reject (forgets a message locally)"),
     "celery.concurrency.asynpool:AsynPool.flush": (
         "a7671d710b578e35",
         "pool.LastTaskAwareAsynPool.flush (keeps jobs in a pipe)",
@@ -196,4 +200,4 @@ def test_the_canary_names_the_override_when_an_upstream_source_changes():
         return source + "\n# a patch release touched this\n" if name == target else source
 
     [line] = drifted(PINNED, changed)
-    assert line.startswith(f"{target} changed") and "transport.QoS.append" in line
+    assert line.startswith(f"{target} changed") and "qos.QoS.append" in line

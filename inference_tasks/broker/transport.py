@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from queue import Empty
 from typing import Any
 
-from kombu.asynchronous import get_event_loop
 from kombu.transport import redis as kombu_redis
-from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 
-from inference_tasks import codec
 from inference_tasks.broker import dead_letter
-from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal
-from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
+from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal, UnhandledMessage
+from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, requested_reply, screen
 from inference_tasks.broker.keys import redelivery_key
 from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
-from inference_tasks.broker.redis_errors import is_out_of_memory
+from inference_tasks.broker.qos import QoS
 from inference_tasks.config import (
     DEFAULT_DEAD_LETTER_MAX,
     DEFAULT_DEAD_LETTER_TTL_S,
@@ -44,120 +39,6 @@ logger = logging.getLogger(__name__)
 # Remote-control replies (ping, inspect) travel on lists named "<uuid>.reply.celery.pidbox";
 # they are kombu's own messages, not tasks, and are not screened.
 CONTROL_QUEUE_SUFFIX = ".pidbox"
-# While Redis is full, how often a popped message's unacked record is tried again, and how often
-# that wait is logged.
-FULL_REDIS_RETRY_S = 0.5
-FULL_REDIS_LOG_EVERY_S = 10.0
-
-
-class QoS(kombu_redis.QoS):
-    """kombu's Redis QoS, except that a full Redis (maxmemory, noeviction) never drops a message.
-
-    kombu records each delivered message in the `unacked` hash after BRPOP took it off its list.
-    With Redis full that write is refused, and kombu dropped the message: it was in neither the
-    list nor the hash. Here the record is retried until Redis accepts it; meanwhile the message
-    exists only in this worker's memory (the one loss window left: the process killed during the
-    wait), and this worker's main loop waits with it: nothing else could be written anyway.
-    A requeue that Redis refuses leaves the message in the unacked hash, where the sweep returns
-    it to its queue after the visibility timeout, once Redis accepts writes again.
-
-    Two round-trip savings on the worker's main process, which handles every message:
-    - the unacked record (ZADD to the index, HSET of the message) goes in a plain pipeline, not
-      MULTI/EXEC: both writes are idempotent, and a retry rewrites both (kombu's transaction cost
-      a third of the main process's Python time per one-text task, profiled);
-    - acks made on the worker's event loop are written together once the loop's current callbacks
-      are done (a zero-delay timer): a micro-batch's tasks, acked one by one by Celery, cost one
-      round trip. A channel that closes writes what is pending first.
-    """
-
-    _acks_pending: list[str] | None = None
-    _acks_due: Any = None
-
-    def append(self, message: Any, delivery_tag: str) -> None:
-        started = time.monotonic()
-        last_log: float | None = None
-        while True:
-            try:
-                return self._record_unacked(message, delivery_tag)
-            except Exception as error:
-                if not is_out_of_memory(error):
-                    raise
-                now = time.monotonic()
-                if last_log is None or now - last_log >= FULL_REDIS_LOG_EVERY_S:
-                    last_log = now
-                    logger.error(
-                        "Redis is full: cannot record delivered message %s as unacked (%s); holding it "
-                        "and retrying every %.1f s (waiting %.0f s so far)",
-                        delivery_tag,
-                        error,
-                        FULL_REDIS_RETRY_S,
-                        now - started,
-                    )
-                time.sleep(FULL_REDIS_RETRY_S)
-
-    def _record_unacked(self, message: Any, delivery_tag: str) -> None:
-        """kombu's QoS.append with a plain pipeline instead of a transaction (pinned, docs/upstream.md)."""
-        delivery = message.delivery_info
-        # The same JSON kombu writes (it reads it back with its json), by orjson: ~7 % of the main
-        # process's Python time per message with the standard library's encoder.
-        record = codec.dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        with self.channel.conn_or_acquire() as client:
-            pipe = client.pipeline(transaction=False)
-            pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()}).hset(self.unacked_key, delivery_tag, record)
-            pipe.execute()
-        virtual.QoS.append(self, message, delivery_tag)
-
-    def ack(self, delivery_tag: str) -> None:
-        hub = get_event_loop()
-        if hub is None or threading.current_thread() is not threading.main_thread():
-            super().ack(delivery_tag)  # no worker event loop here: at once, as kombu does
-            return
-        virtual.QoS.ack(self, delivery_tag)
-        if self._acks_pending is None:
-            self._acks_pending = []
-        self._acks_pending.append(delivery_tag)
-        if self._acks_due is None:
-            self._acks_due = hub.call_later(0, self.write_acks)
-        return None
-
-    def write_acks(self) -> None:
-        """Remove every pending ack's message from Redis' unacked records, in one round trip.
-
-        If that fails the messages stay there, as when kombu's own ack fails (logged by
-        ack_log_error): the sweep returns them to their queues after the visibility timeout and
-        they run again (at least once, as documented in docs/reliability.md).
-        """
-        if self._acks_due is not None:
-            self._acks_due.cancel()
-            self._acks_due = None
-        tags, self._acks_pending = self._acks_pending, None
-        if not tags:
-            return
-        try:
-            with self.pipe_or_acquire() as pipe:
-                for tag in tags:
-                    self._remove_from_indices(tag, pipe)
-                pipe.execute()
-        except Exception as error:  # noqa: BLE001 - as kombu's ack_log_error: logged, left to the sweep
-            logger.error(
-                "could not write %d acks (%s); those messages return to their queues after the visibility timeout",
-                len(tags),
-                error,
-            )
-
-    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        try:
-            super().reject(delivery_tag, requeue)
-        except Exception as error:
-            if not (requeue and is_out_of_memory(error)):
-                raise
-            logger.error(
-                "Redis is full: could not requeue message %s (%s); it stays unacked in Redis and returns "
-                "to its queue after the visibility timeout",
-                delivery_tag,
-                error,
-            )
-            virtual.QoS.ack(self, delivery_tag)  # forget it here only; Redis keeps its record
 
 
 class Channel(kombu_redis.Channel):
@@ -225,7 +106,7 @@ class Channel(kombu_redis.Channel):
                 self._queue_cycle.rotate(dest)
                 envelope = self._admit(item, dest)
                 if envelope is not None:
-                    self.connection._deliver(envelope, dest)
+                    self._deliver_screened(envelope, item, dest)
                 return True
             raise Empty()
         finally:
@@ -245,6 +126,28 @@ class Channel(kombu_redis.Channel):
                     return envelope
             self._maybe_update_queues_expire(client, queue)
             raise Empty()
+
+    def _deliver_screened(self, envelope: dict[str, Any], item: bytes, queue: str) -> None:
+        """Hand a screened message to its consumer; a failure there costs the message, not the worker.
+
+        Delivery builds kombu's Message, writes the unacked record and runs the consumer's callback
+        (Celery's task handler, itself guarded: worker/consumer.py). Anything else that raises on the
+        way, except a lost connection (kombu reconnects; the record returns the message), is the
+        message's: it is refused like a malformed one, and its unacked record, if written, removed.
+        """
+        try:
+            self.connection._deliver(envelope, queue)
+        except Exception as error:
+            if isinstance(error, tuple(self.connection.connection_errors)):
+                raise
+            logger.exception("delivering message %s failed", envelope["headers"].get("id"))
+            reason = f"the worker could not take it ({type(error).__name__}: {error})"
+            headers = envelope["headers"]
+            refusal = Refusal(queue, reason, item, headers.get("id"), headers.get("task"), requested_reply(headers))
+            self.refuse(refusal, UnhandledMessage(f"{headers.get('task')}: {reason}; dead-lettered"))
+            tag = envelope["properties"]["delivery_tag"]
+            if tag in self.qos._delivered:  # the unacked record was written: remove it
+                self.qos.ack(tag)
 
     @property
     def screening_limits(self) -> ScreeningLimits:

@@ -1,0 +1,137 @@
+"""kombu's Redis QoS (the unacked record of each delivered message, and its ack), safe on a full Redis.
+
+Used by transport.py's Channel. kombu records each delivered message in Redis' `unacked` hash
+after BRPOP took it off its list, and removes the record on ack; the visibility sweep returns
+records older than the visibility timeout to their queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from kombu.asynchronous import get_event_loop
+from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+
+from inference_tasks import codec
+from inference_tasks.broker.redis_errors import is_out_of_memory
+
+logger = logging.getLogger(__name__)
+
+# While Redis is full, how often a popped message's unacked record is tried again, and how often
+# that wait is logged.
+FULL_REDIS_RETRY_S = 0.5
+FULL_REDIS_LOG_EVERY_S = 10.0
+
+
+class QoS(kombu_redis.QoS):
+    """kombu's Redis QoS, except that a full Redis (maxmemory, noeviction) never drops a message.
+
+    kombu records each delivered message in the `unacked` hash after BRPOP took it off its list.
+    With Redis full that write is refused, and kombu dropped the message: it was in neither the
+    list nor the hash. Here the record is retried until Redis accepts it; meanwhile the message
+    exists only in this worker's memory (the one loss window left: the process killed during the
+    wait), and this worker's main loop waits with it: nothing else could be written anyway.
+    A requeue that Redis refuses leaves the message in the unacked hash, where the sweep returns
+    it to its queue after the visibility timeout, once Redis accepts writes again.
+
+    Two round-trip savings on the worker's main process, which handles every message:
+    - the unacked record (ZADD to the index, HSET of the message) goes in a plain pipeline, not
+      MULTI/EXEC: both writes are idempotent, and a retry rewrites both (kombu's transaction cost
+      a third of the main process's Python time per one-text task, profiled);
+    - acks made on the worker's event loop are written together once the loop's current callbacks
+      are done (a zero-delay timer): a micro-batch's tasks, acked one by one by Celery, cost one
+      round trip. A channel that closes writes what is pending first.
+    """
+
+    _acks_pending: list[str] | None = None
+    _acks_due: Any = None
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        started = time.monotonic()
+        last_log: float | None = None
+        while True:
+            try:
+                return self._record_unacked(message, delivery_tag)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                now = time.monotonic()
+                if last_log is None or now - last_log >= FULL_REDIS_LOG_EVERY_S:
+                    last_log = now
+                    logger.error(
+                        "Redis is full: cannot record delivered message %s as unacked (%s); holding it "
+                        "and retrying every %.1f s (waiting %.0f s so far)",
+                        delivery_tag,
+                        error,
+                        FULL_REDIS_RETRY_S,
+                        now - started,
+                    )
+                time.sleep(FULL_REDIS_RETRY_S)
+
+    def _record_unacked(self, message: Any, delivery_tag: str) -> None:
+        """kombu's QoS.append with a plain pipeline instead of a transaction (pinned, docs/upstream.md)."""
+        delivery = message.delivery_info
+        # The same JSON kombu writes (it reads it back with its json), by orjson: ~7 % of the main
+        # process's Python time per message with the standard library's encoder.
+        record = codec.dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        with self.channel.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()}).hset(self.unacked_key, delivery_tag, record)
+            pipe.execute()
+        virtual.QoS.append(self, message, delivery_tag)
+
+    def ack(self, delivery_tag: str) -> None:
+        hub = get_event_loop()
+        if hub is None or threading.current_thread() is not threading.main_thread():
+            super().ack(delivery_tag)  # no worker event loop here: at once, as kombu does
+            return
+        virtual.QoS.ack(self, delivery_tag)
+        if self._acks_pending is None:
+            self._acks_pending = []
+        self._acks_pending.append(delivery_tag)
+        if self._acks_due is None:
+            self._acks_due = hub.call_later(0, self.write_acks)
+        return None
+
+    def write_acks(self) -> None:
+        """Remove every pending ack's message from Redis' unacked records, in one round trip.
+
+        If that fails the messages stay there, as when kombu's own ack fails (logged by
+        ack_log_error): the sweep returns them to their queues after the visibility timeout and
+        they run again (at least once, as documented in docs/reliability.md).
+        """
+        if self._acks_due is not None:
+            self._acks_due.cancel()
+            self._acks_due = None
+        tags, self._acks_pending = self._acks_pending, None
+        if not tags:
+            return
+        try:
+            with self.pipe_or_acquire() as pipe:
+                for tag in tags:
+                    self._remove_from_indices(tag, pipe)
+                pipe.execute()
+        except Exception as error:  # noqa: BLE001 - as kombu's ack_log_error: logged, left to the sweep
+            logger.error(
+                "could not write %d acks (%s); those messages return to their queues after the visibility timeout",
+                len(tags),
+                error,
+            )
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        try:
+            super().reject(delivery_tag, requeue)
+        except Exception as error:
+            if not (requeue and is_out_of_memory(error)):
+                raise
+            logger.error(
+                "Redis is full: could not requeue message %s (%s); it stays unacked in Redis and returns "
+                "to its queue after the visibility timeout",
+                delivery_tag,
+                error,
+            )
+            virtual.QoS.ack(self, delivery_tag)  # forget it here only; Redis keeps its record
