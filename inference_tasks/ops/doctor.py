@@ -57,7 +57,7 @@ class HostVerdict:
 def redis_checks(ping_ok: bool, error: str, info: dict[str, Any], config: dict[str, str] | None) -> list[Check]:
     """Reachability, persistence (AOF) and eviction policy of the Redis that holds the queues."""
     if not ping_ok:
-        return [Check("redis", False, f"unreachable: {error}", f"start Redis or fix {ENV_PREFIX}REDIS_URL / REDIS_URL")]
+        return [Check("redis", False, f"unreachable: {error}", "start Redis or fix REDIS_URL")]
     checks = [Check("redis", True, f"reachable, version {info.get('redis_version', '?')}")]
     if int(info.get("aof_enabled", 0)) == 1:
         checks.append(Check("redis persistence", True, "AOF on (queued and unacked tasks survive a restart)"))

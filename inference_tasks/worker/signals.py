@@ -97,9 +97,9 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         thread_budget.BUDGET = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
 
 
-class MissingExport(SystemExit):
-    """INFERENCE_BACKEND=openvino without OpenVINO or without the export: the worker stops at start,
-    naming the command to run."""
+class RefusedToStart(SystemExit):
+    """The worker stops before consuming anything, saying why (INFERENCE_BACKEND=openvino without
+    OpenVINO or without the export: the message names the command to run)."""
 
 
 def refuse_to_start_without_the_export(settings: Any) -> None:
@@ -116,7 +116,7 @@ def refuse_to_start_without_the_export(settings: Any) -> None:
     message = runtime_missing() or (None if is_exported(path) else missing_export_message(settings.model, path))
     if message:
         logger.critical(message)
-        raise MissingExport(message)
+        raise RefusedToStart(message)
 
 
 def preload_model(settings: Any) -> None:
