@@ -55,6 +55,14 @@ PINNED: dict[str, tuple[str, str]] = {
         "request.GuardedRequest (Celery subclasses task.Request; error_callback is its on_failure)",
     ),
     "celery.worker.state:task_ready": ("ad25f2985520adf2", "request.refuse_message (forgets a refused Request)"),
+    "billiard.pool:Worker._do_exit": (
+        "4dcc35c9d032e551",
+        "signals.end_an_exiting_child_promptly (os._exit past the DEATH message and the 1 s wait for TERM)",
+    ),
+    "celery.concurrency.prefork:process_initializer": (
+        "15a8b226f8e00eee",
+        "signals.ignore_term_in_children (Celery resets a child's signals, then sends worker_process_init)",
+    ),
     "kombu.transport.virtual.base:Transport._deliver": (
         "799e242f3ec53863",
         "transport.Channel._deliver_screened (what delivery runs: the consumer callback, via basic_consume)",
