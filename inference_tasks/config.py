@@ -6,9 +6,10 @@ import os
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from inference_tasks import devices
@@ -229,109 +230,18 @@ class Settings:
     sidekiq_redis_sentinel_master: str | None = None
 
     def __post_init__(self) -> None:
-        scheme = urlsplit(self.redis_url).scheme
-        if scheme not in REDIS_SCHEMES:
-            raise ConfigError(
-                f"REDIS_URL must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
-                f"not {scheme!r}"
-            )
-        if scheme == SENTINEL_SCHEME:
-            check_sentinel_url("REDIS_URL", self.redis_url)
-            if not self.redis_sentinel_master:
-                raise ConfigError(
-                    f"REDIS_URL is a Sentinel URL: set {ENV_PREFIX}REDIS_SENTINEL_MASTER to the name of the master "
-                    "group the sentinels monitor (as in `sentinel monitor <name> ...`)"
-                )
-        if self.sidekiq_redis_url and urlsplit(self.sidekiq_redis_url).scheme == SENTINEL_SCHEME:
-            check_sentinel_url(f"{ENV_PREFIX}SIDEKIQ_REDIS_URL", self.sidekiq_redis_url)
-            if not (self.sidekiq_redis_sentinel_master or self.redis_sentinel_master):
-                raise ConfigError(
-                    f"{ENV_PREFIX}SIDEKIQ_REDIS_URL is a Sentinel URL: set {ENV_PREFIX}SIDEKIQ_REDIS_SENTINEL_MASTER"
-                )
-        if self.redis_tls_cert_reqs not in TLS_CERT_REQS:
-            raise ConfigError(f"{ENV_PREFIX}REDIS_TLS_CERT_REQS must be one of {TLS_CERT_REQS}")
-        if self.profile not in PROFILES:
-            raise ConfigError(f"{ENV_PREFIX}PROFILE must be one of {PROFILES}, got {self.profile!r}")
-        if not devices.is_valid_device(self.device):
-            raise ConfigError(f"{ENV_PREFIX}DEVICE must be cpu, cuda, cuda:N or auto, got {self.device!r}")
-        if self.cuda_dtype not in devices.DTYPES:
-            raise ConfigError(f"{ENV_PREFIX}CUDA_DTYPE must be one of {devices.DTYPES}, got {self.cuda_dtype!r}")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"{ENV_PREFIX}BACKEND must be one of {BACKENDS}, got {self.backend!r}")
-        if self.openvino_precision not in OPENVINO_PRECISIONS:
-            raise ConfigError(
-                f"{ENV_PREFIX}OPENVINO_PRECISION must be one of {OPENVINO_PRECISIONS}, got {self.openvino_precision!r}"
-            )
-        if self.backend == "openvino" and self.device != devices.CPU:
-            raise ConfigError(f"{ENV_PREFIX}BACKEND=openvino runs on the CPU only: set {ENV_PREFIX}DEVICE=cpu")
-        for name in (
-            "concurrency",
-            "children_per_gpu",
-            "encode_batch_size_cpu",
-            "encode_batch_size_cuda",
-            "trainer_threads",
-            "max_memory_per_child_mb",
-            "max_batch_texts",
-            "max_text_chars",
-            "max_labels",
-            "max_label_chars",
-            "result_expires_s",
-            "training_result_expires_s",
-            "soft_time_limit_s",
-            "time_limit_s",
-            "visibility_timeout_s",
-            "max_message_bytes",
-            "max_nesting_depth",
-            "max_argument_depth",
-            "max_message_items",
-            "max_eta_s",
-            "dead_letter_max",
-            "dead_letter_ttl_s",
-            "max_train_texts",
-            "max_corpus_texts",
-            "corpus_expires_s",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        if self.flower_basic_auth is not None and ":" not in self.flower_basic_auth:
-            raise ConfigError(f"{ENV_PREFIX}FLOWER_BASIC_AUTH must be user:password")
-        if self.min_examples_per_label < 2:
-            raise ConfigError(f"{ENV_PREFIX}MIN_EXAMPLES_PER_LABEL must be at least 2 (one to train, one to test)")
-        if self.max_tasks_per_child < 0:
-            raise ConfigError(f"{ENV_PREFIX}MAX_TASKS_PER_CHILD must be 0 (never recycle) or more")
-        if not 0 <= self.max_tasks_per_child_jitter < 1:
-            raise ConfigError(f"{ENV_PREFIX}MAX_TASKS_PER_CHILD_JITTER must be from 0 up to (not including) 1")
-        if self.microbatch_max_texts < 0:
-            raise ConfigError(f"{ENV_PREFIX}MICROBATCH_MAX_TEXTS must be 0 (off) or more")
-        if not 0 <= self.microbatch_wait_ms <= MAX_MICROBATCH_WAIT_MS:
-            raise ConfigError(
-                f"{ENV_PREFIX}MICROBATCH_WAIT_MS must be from 0 to {MAX_MICROBATCH_WAIT_MS:.0f} (milliseconds), "
-                f"got {self.microbatch_wait_ms}"
-            )
-        if not 0 <= self.result_write_patience_s < self.soft_time_limit_s:
-            raise ConfigError(
-                f"{ENV_PREFIX}RESULT_WRITE_PATIENCE_S must be from 0 up to {ENV_PREFIX}SOFT_TIME_LIMIT_S "
-                f"({self.soft_time_limit_s}), got {self.result_write_patience_s}"
-            )
+        _check_redis(self)
+        for name, allowed, problem in _FIELD_RULES:
+            value = getattr(self, name)
+            if not allowed(value):
+                raise ConfigError(f"{ENV_PREFIX}{name.upper()} {problem(value)}")
         for name in self.extra_task_names:
             if not _TASK_NAME.match(name) or name.startswith(CELERY_BUILTIN_PREFIX):
                 raise ConfigError(
                     f"{ENV_PREFIX}EXTRA_TASKS: {name!r} is not a task name or 'prefix.*' "
                     f"(names starting with {CELERY_BUILTIN_PREFIX!r}, Celery's built-in tasks, are never accepted)"
                 )
-        if self.max_redeliveries < 0:
-            raise ConfigError(f"{ENV_PREFIX}MAX_REDELIVERIES must be 0 or more")
-        if not self.soft_time_limit_s < self.time_limit_s:
-            raise ConfigError(
-                f"{ENV_PREFIX}SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
-                f"{ENV_PREFIX}TIME_LIMIT_S ({self.time_limit_s}): the soft limit warns the task first"
-            )
-        if not 0 < self.lease_renew_interval_s * 3 <= self.visibility_timeout_s:
-            raise ConfigError(
-                f"{ENV_PREFIX}LEASE_RENEW_INTERVAL_S ({self.lease_renew_interval_s}) must be at most a third "
-                f"of {ENV_PREFIX}VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}), or a slow renewal lets "
-                "Redis hand a running task to a second worker"
-            )
+        _check_relations(self)
 
     @property
     def extra_task_names(self) -> tuple[str, ...]:
@@ -372,6 +282,123 @@ class Settings:
             per_gpu = int(values.get("children_per_gpu", DEFAULT_CHILDREN_PER_GPU))  # type: ignore[call-overload]  # parsed as int above
             values["concurrency"] = devices.default_concurrency(device, gpus, per_gpu, available_cores())
         return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type by _parse
+
+
+def _one_of(choices: tuple[str, ...]) -> tuple[Callable[[Any], bool], Callable[[Any], str]]:
+    return (lambda value: value in choices), (lambda value: f"must be one of {choices}, got {value!r}")
+
+
+def _at_least(low: int, meaning: str = "") -> tuple[Callable[[Any], bool], Callable[[Any], str]]:
+    return (lambda value: value >= low), (lambda value: f"must be at least {low}{meaning}")
+
+
+# Settings whose values need at least one of something (processes, seconds, bytes, entries).
+_POSITIVE_FIELDS = (
+    "concurrency",
+    "children_per_gpu",
+    "encode_batch_size_cpu",
+    "encode_batch_size_cuda",
+    "trainer_threads",
+    "max_memory_per_child_mb",
+    "max_batch_texts",
+    "max_text_chars",
+    "max_labels",
+    "max_label_chars",
+    "result_expires_s",
+    "training_result_expires_s",
+    "soft_time_limit_s",
+    "time_limit_s",
+    "visibility_timeout_s",
+    "max_message_bytes",
+    "max_nesting_depth",
+    "max_argument_depth",
+    "max_message_items",
+    "max_eta_s",
+    "dead_letter_max",
+    "dead_letter_ttl_s",
+    "max_train_texts",
+    "max_corpus_texts",
+    "corpus_expires_s",
+)
+# Each setting's own rule: (field, allowed(value), what the error says after the variable's name).
+# Rules that relate two settings are in _check_relations; the Redis URLs in _check_redis.
+_FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...] = (
+    ("redis_tls_cert_reqs", lambda value: value in TLS_CERT_REQS, lambda _: f"must be one of {TLS_CERT_REQS}"),
+    ("profile", *_one_of(PROFILES)),
+    (
+        "device",
+        devices.is_valid_device,
+        lambda value: f"must be cpu, cuda, cuda:N or auto, got {value!r}",
+    ),
+    ("cuda_dtype", *_one_of(devices.DTYPES)),
+    ("backend", *_one_of(BACKENDS)),
+    ("openvino_precision", *_one_of(OPENVINO_PRECISIONS)),
+    *((name, *_at_least(1)) for name in _POSITIVE_FIELDS),
+    (
+        "flower_basic_auth",
+        lambda value: value is None or ":" in value,
+        lambda _: "must be user:password",
+    ),
+    ("min_examples_per_label", *_at_least(2, " (one to train, one to test)")),
+    ("max_tasks_per_child", lambda value: value >= 0, lambda _: "must be 0 (never recycle) or more"),
+    (
+        "max_tasks_per_child_jitter",
+        lambda value: 0 <= value < 1,
+        lambda _: "must be from 0 up to (not including) 1",
+    ),
+    ("microbatch_max_texts", lambda value: value >= 0, lambda _: "must be 0 (off) or more"),
+    (
+        "microbatch_wait_ms",
+        lambda value: 0 <= value <= MAX_MICROBATCH_WAIT_MS,
+        lambda value: f"must be from 0 to {MAX_MICROBATCH_WAIT_MS:.0f} (milliseconds), got {value}",
+    ),
+    ("max_redeliveries", lambda value: value >= 0, lambda _: "must be 0 or more"),
+)
+
+
+def _check_redis(settings: Settings) -> None:
+    """REDIS_URL's scheme; a Sentinel URL's parts and master name (the broker's and Sidekiq's)."""
+    scheme = urlsplit(settings.redis_url).scheme
+    if scheme not in REDIS_SCHEMES:
+        raise ConfigError(
+            f"REDIS_URL must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
+            f"not {scheme!r}"
+        )
+    if scheme == SENTINEL_SCHEME:
+        check_sentinel_url("REDIS_URL", settings.redis_url)
+        if not settings.redis_sentinel_master:
+            raise ConfigError(
+                f"REDIS_URL is a Sentinel URL: set {ENV_PREFIX}REDIS_SENTINEL_MASTER to the name of the master "
+                "group the sentinels monitor (as in `sentinel monitor <name> ...`)"
+            )
+    if settings.sidekiq_redis_url and urlsplit(settings.sidekiq_redis_url).scheme == SENTINEL_SCHEME:
+        check_sentinel_url(f"{ENV_PREFIX}SIDEKIQ_REDIS_URL", settings.sidekiq_redis_url)
+        if not (settings.sidekiq_redis_sentinel_master or settings.redis_sentinel_master):
+            raise ConfigError(
+                f"{ENV_PREFIX}SIDEKIQ_REDIS_URL is a Sentinel URL: set {ENV_PREFIX}SIDEKIQ_REDIS_SENTINEL_MASTER"
+            )
+
+
+def _check_relations(settings: Settings) -> None:
+    """Rules between two settings."""
+    if settings.backend == "openvino" and settings.device != devices.CPU:
+        raise ConfigError(f"{ENV_PREFIX}BACKEND=openvino runs on the CPU only: set {ENV_PREFIX}DEVICE=cpu")
+    if not 0 <= settings.result_write_patience_s < settings.soft_time_limit_s:
+        raise ConfigError(
+            f"{ENV_PREFIX}RESULT_WRITE_PATIENCE_S must be from 0 up to {ENV_PREFIX}SOFT_TIME_LIMIT_S "
+            f"({settings.soft_time_limit_s}), got {settings.result_write_patience_s}"
+        )
+    if not settings.soft_time_limit_s < settings.time_limit_s:
+        raise ConfigError(
+            f"{ENV_PREFIX}SOFT_TIME_LIMIT_S ({settings.soft_time_limit_s}) must be below "
+            f"{ENV_PREFIX}TIME_LIMIT_S ({settings.time_limit_s}): the soft limit warns the task first"
+        )
+    if not 0 < settings.lease_renew_interval_s * 3 <= settings.visibility_timeout_s:
+        raise ConfigError(
+            f"{ENV_PREFIX}LEASE_RENEW_INTERVAL_S ({settings.lease_renew_interval_s}) must be at most a third "
+            f"of {ENV_PREFIX}VISIBILITY_TIMEOUT_S ({settings.visibility_timeout_s}), or a slow renewal lets "
+            "Redis hand a running task to a second worker"
+        )
 
 
 def _env_kinds() -> dict[str, type]:

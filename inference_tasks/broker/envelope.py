@@ -77,73 +77,88 @@ OVERSIZE_PARSE_FACTOR = 2
 
 
 def _screen(raw: bytes, limits: ScreeningLimits, now: datetime | None) -> Screening:
-    max_bytes = limits.max_bytes
-    if len(raw) > max_bytes:
-        too_big = f"message is {len(raw)} bytes, over the limit of {max_bytes} (INFERENCE_MAX_MESSAGE_BYTES)"
-        if len(raw) > max_bytes * OVERSIZE_PARSE_FACTOR:
-            return Screening(None, too_big)
-        found = _screen(raw, with_max_bytes(limits, len(raw)), now)
-        return Screening(None, too_big, found.task_id, found.task_name, found.reply)
+    if len(raw) > limits.max_bytes:
+        return _oversized(raw, limits, now)
     shape = bounded(raw, limits.max_depth, limits.max_items)
     if shape.items > limits.max_items:
         return Screening(None, items_problem("message", shape.items, limits))
-    try:
-        envelope = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return Screening(None, "message is not UTF-8 text")
-    except RecursionError:
-        return Screening(None, depth_problem("message", shape.depth, limits))
-    except ValueError as exc:
-        return Screening(None, f"message is not JSON ({exc})")
-    if not isinstance(envelope, dict):
-        return Screening(None, f"message is JSON {type(envelope).__name__}, not a Celery message envelope (object)")
-    headers = envelope.get("headers")
-    if not isinstance(headers, dict):
-        return Screening(None, "message has no headers object (Celery protocol v2 needs headers.id and headers.task)")
+    envelope, problem = _decoded_envelope(raw, shape.depth, limits)
+    if envelope is None:
+        return Screening(None, problem)
+    headers = envelope["headers"]
     task_id = headers.get("id") if _is_text(headers.get("id")) else None
     task_name = headers.get("task") if _is_text(headers.get("task")) else None
     too_deep = shape.depth is None or shape.depth > limits.max_depth
     # A reply spec nested past the limit is not honoured: writing its job would walk that nesting.
-    reply = (
-        requested_reply(headers)
-        if not too_deep or within_depth(headers.get(SIDEKIQ_REPLY_HEADER), limits.max_depth)
-        else None
+    reply_spec = headers.get(SIDEKIQ_REPLY_HEADER)
+    reply = requested_reply(headers) if not too_deep or within_depth(reply_spec, limits.max_depth) else None
+    problem = (
+        (depth_problem("message", shape.depth, limits) if too_deep else None)
+        or _identity_problem(task_id, task_name, limits)
+        or _header_problem(headers)
+        or schedule_problem(headers, limits, now)
+        or _envelope_problem(envelope)
+        or _body_problem_in(envelope, limits)
     )
+    return Screening(None if problem else envelope, problem, task_id, task_name, reply)
 
-    def refuse(problem: str) -> Screening:
-        return Screening(None, problem, task_id, task_name, reply)
 
-    if too_deep:
-        return refuse(depth_problem("message", shape.depth, limits))
+def _oversized(raw: bytes, limits: ScreeningLimits, now: datetime | None) -> Screening:
+    too_big = f"message is {len(raw)} bytes, over the limit of {limits.max_bytes} (INFERENCE_MAX_MESSAGE_BYTES)"
+    if len(raw) > limits.max_bytes * OVERSIZE_PARSE_FACTOR:
+        return Screening(None, too_big)
+    found = _screen(raw, with_max_bytes(limits, len(raw)), now)
+    return Screening(None, too_big, found.task_id, found.task_name, found.reply)
+
+
+def _decoded_envelope(
+    raw: bytes, depth: int | None, limits: ScreeningLimits
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The envelope, a JSON object with a headers object; or None and why not."""
+    try:
+        envelope = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "message is not UTF-8 text"
+    except RecursionError:
+        return None, depth_problem("message", depth, limits)
+    except ValueError as exc:
+        return None, f"message is not JSON ({exc})"
+    if not isinstance(envelope, dict):
+        return None, f"message is JSON {type(envelope).__name__}, not a Celery message envelope (object)"
+    if not isinstance(envelope.get("headers"), dict):
+        return None, "message has no headers object (Celery protocol v2 needs headers.id and headers.task)"
+    return envelope, None
+
+
+def _identity_problem(task_id: str | None, task_name: str | None, limits: ScreeningLimits) -> str | None:
     if task_id is None:
-        return refuse("headers.id must be a non-empty string (the task id)")
+        return "headers.id must be a non-empty string (the task id)"
     if task_name is None:
-        return refuse("headers.task must be a non-empty string (the task name)")
+        return "headers.task must be a non-empty string (the task name)"
     if not limits.accepts_task(task_name):
-        return refuse(
+        return (
             f"headers.task {_shown(task_name)} is not a task producers may send here (accepted: "
             f"{limits.described_tasks()}; INFERENCE_EXTRA_TASKS adds your own)"
         )
-    problem = _header_problem(headers) or schedule_problem(headers, limits, now) or _envelope_problem(envelope)
-    if problem:
-        return refuse(problem)
+    return None
+
+
+def _body_problem_in(envelope: dict[str, Any], limits: ScreeningLimits) -> str | None:
+    """The body's bounds, measured before it is parsed, then its shape and each argument's depth."""
     try:
         body_bytes = base64.b64decode(envelope["body"], validate=True)
     except (binascii.Error, ValueError) as exc:
-        return refuse(f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})")
-    body_shape = bounded(body_bytes, limits.max_depth, limits.max_items)
-    if body_shape.items > limits.max_items:
-        return refuse(items_problem("body", body_shape.items, limits))
-    if body_shape.depth is None or body_shape.depth > limits.max_depth:
-        return refuse(depth_problem("body", body_shape.depth, limits))
+        return f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})"
+    shape = bounded(body_bytes, limits.max_depth, limits.max_items)
+    if shape.items > limits.max_items:
+        return items_problem("body", shape.items, limits)
+    if shape.depth is None or shape.depth > limits.max_depth:
+        return depth_problem("body", shape.depth, limits)
     try:
         body = json.loads(body_bytes.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        return refuse(f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})")
-    problem = _body_problem(body) or argument_depth_problem(body, body_shape.depth, limits)
-    if problem:
-        return refuse(problem)
-    return Screening(envelope, None, task_id, task_name, reply)
+        return f"body is not base64-encoded UTF-8 JSON ({type(exc).__name__})"
+    return _body_problem(body) or argument_depth_problem(body, shape.depth, limits)
 
 
 def _shown(value: str) -> str:
