@@ -10,47 +10,21 @@ these same processes (tests/support/celery_nodes.py); its Docker fixtures are ne
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-import redis
 
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 from tests.support import celery_nodes, localstack
+from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
-    REPO_ROOT,
-    MissingProgram,
     RedisServer,
-    TlsFiles,
     WorkerProcess,
-    free_port,
-    producer_app,
 )
-from tests.support.programs import missing
-
-__all__ = ["REPO_ROOT", "TlsFiles", "clean_env", "producer_app", "redis_client", "start_redis"]
-
-
-def clean_env(**overrides: str) -> dict[str, str]:
-    """This process's environment without project or thread settings, plus `overrides`."""
-    return localstack.clean_env(os.environ, **overrides)
-
-
-def start_redis(workdir: Path, **options: object) -> RedisServer:
-    """localstack.start_redis, skipped locally (failed on CI) when redis-server is missing."""
-    try:
-        return localstack.start_redis(workdir, **options)  # type: ignore[arg-type]
-    except MissingProgram as error:
-        missing(str(error))
 
 
 @pytest.fixture(scope="session")
@@ -135,37 +109,6 @@ def celery_worker_cluster(inference_worker: WorkerProcess, trainer_worker: Worke
 @pytest.fixture
 def celery_setup_app(inference_worker: WorkerProcess) -> object:
     return inference_worker.app
-
-
-def redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
-
-
-@contextlib.contextmanager
-def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterator[tuple[subprocess.Popen, int]]:
-    """`celery -A inference_tasks flower <flower_args> --port=<free>`, yielded once /healthcheck answers."""
-    import urllib.request
-
-    port = free_port()
-    args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "flower", *flower_args, f"--port={port}"]
-    flower = subprocess.Popen(
-        args, cwd=REPO_ROOT, env=clean_env(REDIS_URL=redis_url, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
-                    break
-            except OSError:
-                if flower.poll() is not None:
-                    raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}") from None
-                assert time.monotonic() < deadline, "flower did not answer"
-                time.sleep(0.3)
-        yield flower, port
-    finally:
-        flower.terminate()
-        flower.wait(timeout=20)
 
 
 @pytest.fixture(scope="session")

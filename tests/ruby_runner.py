@@ -7,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import REPO_ROOT, clean_env
-
+from tests.support.local import clean_env
+from tests.support.localstack import REPO_ROOT
 from tests.support.programs import need_program
 
 RUBY_DIR = REPO_ROOT / "tests" / "ruby"

@@ -12,10 +12,11 @@ import sys
 from datetime import datetime
 
 import pytest
-from conftest import REPO_ROOT, clean_env
 
 from benchmarks.lifecycle import log_events, recycle_gaps, same_second_share, whole_pool_restarts
 from benchmarks.serving import make_batches, on_cpus, parse_cpus
+from tests.support.local import clean_env
+from tests.support.localstack import REPO_ROOT
 
 
 def test_batches_are_realistic_and_reproducible():

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
-from conftest import redis_client
 
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE
+from tests.support.local import redis_client
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,6 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import producer_app, redis_client
 
 from inference_tasks.broker.envelope import screen
 from inference_tasks.broker.json_shape import depth_of, measure
@@ -14,6 +13,8 @@ from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
 from inference_tasks.broker.replies import ACTIVE_JOB_WRAPPER, outcome, sidekiq_job
 from inference_tasks.config import Settings
 from inference_tasks.routing import PUBLIC_TASKS
+from tests.support.local import redis_client
+from tests.support.localstack import producer_app
 from tests.support.wire import encode, task_message
 
 LIMIT = 100_000

@@ -8,12 +8,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT, clean_env, running_flower
 from ruby_runner import ruby
 from test_flower_browser import flower_api
 from test_operations import exporter, scrape
 
 from benchmarks.failover import run_failover
+from tests.support.local import clean_env, running_flower
+from tests.support.localstack import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -22,10 +22,11 @@ from collections import Counter
 
 import pytest
 from celery.exceptions import TimeoutError
-from conftest import RedisServer, producer_app, redis_client, start_redis
 
 from inference_tasks.broker.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
+from tests.support.local import redis_client, start_redis
+from tests.support.localstack import RedisServer, producer_app
 from tests.support.waiting import wait_until
 from tests.support.wire import encode, task_message
 

@@ -11,9 +11,10 @@ import time
 import urllib.request
 
 import pytest
-from conftest import REPO_ROOT, running_flower
 
 from inference_tasks.routing import EMBED_TASK
+from tests.support.local import running_flower
+from tests.support.localstack import REPO_ROOT
 from tests.support.programs import need_program
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,10 @@ import subprocess
 import tomllib
 
 import pytest
-from conftest import REPO_ROOT, clean_env
 from ruby_runner import GEM_SOURCE, build_gem, need
+
+from tests.support.local import clean_env
+from tests.support.localstack import REPO_ROOT
 
 READ_SPEC = """
 require "rubygems/package"

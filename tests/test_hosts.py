@@ -13,9 +13,9 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import REPO_ROOT, clean_env
 
-from tests.support.localstack import SUCCEEDED, worker_command
+from tests.support.local import clean_env
+from tests.support.localstack import REPO_ROOT, SUCCEEDED, worker_command
 from tests.support.netns import Network, namespaces_left
 from tests.support.programs import missing, need_program
 from tests.support.waiting import wait_until

@@ -12,11 +12,12 @@ import time
 import numpy as np
 import psutil
 import pytest
-from conftest import REPO_ROOT, redis_client
 from ruby_runner import ruby
 
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
 from tests.support.events import EventRecorder
+from tests.support.local import redis_client
+from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

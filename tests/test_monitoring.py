@@ -10,9 +10,10 @@ import urllib.request
 
 import psutil
 import pytest
-from conftest import REPO_ROOT, clean_env, running_flower
 
 from inference_tasks.ops.flower_guard import is_loopback
+from tests.support.local import clean_env, running_flower
+from tests.support.localstack import REPO_ROOT
 
 
 @pytest.mark.parametrize(

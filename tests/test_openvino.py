@@ -10,12 +10,13 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, clean_env
 from test_operations import exporter, scrape
 
 from inference_tasks.config import Settings
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from inference_tasks.worker.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
+from tests.support.local import clean_env
+from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until
 
 pytest.importorskip("openvino", reason="the openvino extra is not installed (scripts/setup.sh installs it)")

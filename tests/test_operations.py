@@ -12,12 +12,12 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, clean_env, producer_app, redis_client, start_redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from inference_tasks import producer
 from inference_tasks.routing import EMBED_TASK
-from tests.support.localstack import free_port
+from tests.support.local import clean_env, redis_client, start_redis
+from tests.support.localstack import REPO_ROOT, free_port, producer_app
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

@@ -20,10 +20,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import redis_client
 
 from inference_tasks.broker.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK
+from tests.support.local import redis_client
 from tests.support.waiting import wait_until
 from tests.support.wire import encode, task_message
 

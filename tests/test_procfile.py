@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, clean_env, producer_app, running_flower
 
 from inference_tasks.routing import TRAINING_QUEUE, WORKER_INFO_TASK
-from tests.support.localstack import WorkerProcess
+from tests.support.local import clean_env, running_flower
+from tests.support.localstack import REPO_ROOT, WorkerProcess, producer_app
 
 
 def procfile() -> dict[str, list[str]]:

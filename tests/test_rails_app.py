@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from conftest import clean_env
 from ruby_runner import RUBY_DIR, need, ruby
 
+from tests.support.local import clean_env
 from tests.support.programs import missing
 from tests.support.waiting import wait_until
 

@@ -11,11 +11,11 @@ import uuid
 
 import numpy as np
 import pytest
-from conftest import redis_client, start_redis
 from ruby_runner import ruby
 
 from inference_tasks import codec, producer
 from inference_tasks.routing import EMBED_TASK
+from tests.support.local import redis_client, start_redis
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

@@ -8,8 +8,9 @@ import time
 
 import numpy as np
 import pytest
-from conftest import clean_env, redis_client
 from ruby_runner import RUBY_DIR, need, ruby
+
+from tests.support.local import clean_env, redis_client
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,6 @@ import json
 import uuid
 
 import pytest
-from conftest import REPO_ROOT, redis_client
 
 from inference_tasks.routing import (
     CLASSIFY_TASK,
@@ -18,6 +17,8 @@ from inference_tasks.routing import (
     TRAINING_QUEUE,
     WORKER_INFO_TASK,
 )
+from tests.support.local import redis_client
+from tests.support.localstack import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120

@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, redis_client
 
 from inference_tasks import codec
 from inference_tasks.ml import store
@@ -20,6 +19,8 @@ from inference_tasks.routing import (
     WORKER_INFO_TASK,
 )
 from tests.support.events import EventRecorder
+from tests.support.local import redis_client
+from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

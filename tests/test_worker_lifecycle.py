@@ -9,11 +9,12 @@ import time
 import uuid
 
 import pytest
-from conftest import REPO_ROOT, redis_client
 
 from inference_tasks.broker.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from tests.support.events import EventRecorder
+from tests.support.local import redis_client
+from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow

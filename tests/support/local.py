@@ -1,0 +1,61 @@
+"""The local stack as tests use it: a clean environment, a redis-server that skips locally when missing
+(and fails on CI), a Redis client, Flower on a free port. Imported by tests and conftest alike."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+from tests.support import localstack
+from tests.support.localstack import REPO_ROOT, MissingProgram, RedisServer, free_port
+from tests.support.programs import missing
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """This process's environment without project or thread settings, plus `overrides`."""
+    return localstack.clean_env(os.environ, **overrides)
+
+
+def start_redis(workdir: Path, **options: object) -> RedisServer:
+    """localstack.start_redis, skipped locally (failed on CI) when redis-server is missing."""
+    try:
+        return localstack.start_redis(workdir, **options)  # type: ignore[arg-type]
+    except MissingProgram as error:
+        missing(str(error))
+
+
+def redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+@contextlib.contextmanager
+def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`celery -A inference_tasks flower <flower_args> --port=<free>`, yielded once /healthcheck answers."""
+    port = free_port()
+    args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "flower", *flower_args, f"--port={port}"]
+    flower = subprocess.Popen(
+        args, cwd=REPO_ROOT, env=clean_env(REDIS_URL=redis_url, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
+                    break
+            except OSError:
+                if flower.poll() is not None:
+                    raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}") from None
+                assert time.monotonic() < deadline, "flower did not answer"
+                time.sleep(0.3)
+        yield flower, port
+    finally:
+        flower.terminate()
+        flower.wait(timeout=20)
