@@ -18,25 +18,12 @@ import time
 from collections.abc import Callable
 
 from inference_tasks.broker.envelope import screen
-from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
+from inference_tasks.broker.limits import limits_from_settings
 from inference_tasks.config import Settings
-from inference_tasks.routing import EMBED_TASK, PUBLIC_TASKS
+from inference_tasks.routing import EMBED_TASK
 from tests.support.wire import encode, task_message
 
 TEXT = "Support ticket: the export to PDF fails after the last update."
-
-
-def limits(settings: Settings) -> ScreeningLimits:
-    names, prefixes = task_name_patterns(PUBLIC_TASKS)
-    return ScreeningLimits(
-        settings.max_message_bytes,
-        settings.max_nesting_depth,
-        settings.max_argument_depth,
-        settings.max_message_items,
-        settings.max_eta_s,
-        names,
-        prefixes,
-    )
 
 
 def bare_parse(raw: bytes) -> None:
@@ -61,7 +48,7 @@ def cpu_name() -> str:
 
 
 def main() -> None:
-    bounds = limits(Settings())
+    bounds = limits_from_settings(Settings())
     messages = {
         "1 text": encode(task_message(EMBED_TASK, [[TEXT]])),
         "64 texts": encode(task_message(EMBED_TASK, [[f"{TEXT} ({i})" for i in range(64)]])),

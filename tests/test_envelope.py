@@ -9,7 +9,7 @@ import pytest
 
 from inference_tasks.broker.envelope import screen
 from inference_tasks.broker.json_shape import depth_of, measure
-from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
+from inference_tasks.broker.limits import ScreeningLimits, limits_from_settings
 from inference_tasks.broker.replies import ACTIVE_JOB_WRAPPER, outcome, sidekiq_job
 from inference_tasks.config import Settings
 from inference_tasks.routing import PUBLIC_TASKS
@@ -21,17 +21,7 @@ LIMIT = 100_000
 
 
 def limits_for(settings: Settings, max_bytes: int = LIMIT) -> ScreeningLimits:
-    """The limits a worker with `settings` screens with (the transport builds the same from app.py's options)."""
-    names, prefixes = task_name_patterns([*PUBLIC_TASKS, *settings.extra_task_names])
-    return ScreeningLimits(
-        max_bytes=max_bytes,
-        max_depth=settings.max_nesting_depth,
-        max_argument_depth=settings.max_argument_depth,
-        max_items=settings.max_message_items,
-        max_eta_s=settings.max_eta_s,
-        task_names=names,
-        task_prefixes=prefixes,
-    )
+    return limits_from_settings(settings, max_bytes)
 
 
 LIMITS = limits_for(Settings())

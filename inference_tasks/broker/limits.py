@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from inference_tasks.broker.json_shape import depth_of
+from inference_tasks.config import Settings
+from inference_tasks.routing import PUBLIC_TASKS
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,21 @@ class ScreeningLimits:
 
     def described_tasks(self) -> str:
         return ", ".join([*sorted(self.task_names), *(f"{prefix}*" for prefix in self.task_prefixes)])
+
+
+def limits_from_settings(settings: Settings, max_bytes: int | None = None) -> ScreeningLimits:
+    """The limits a worker with `settings` screens with (its transport builds the same from the options
+    app.py derives from these settings); `max_bytes` overrides INFERENCE_MAX_MESSAGE_BYTES."""
+    names, prefixes = task_name_patterns([*PUBLIC_TASKS, *settings.extra_task_names])
+    return ScreeningLimits(
+        max_bytes=settings.max_message_bytes if max_bytes is None else max_bytes,
+        max_depth=settings.max_nesting_depth,
+        max_argument_depth=settings.max_argument_depth,
+        max_items=settings.max_message_items,
+        max_eta_s=settings.max_eta_s,
+        task_names=names,
+        task_prefixes=prefixes,
+    )
 
 
 def task_name_patterns(names: Iterable[str]) -> tuple[frozenset[str], tuple[str, ...]]:
