@@ -7,7 +7,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import redis
 from tests.support import localstack
 from tests.support.localstack import REPO_ROOT, MissingProgram, RedisServer, free_port
 from tests.support.programs import missing
+from tests.support.waiting import wait_until
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
@@ -45,16 +45,17 @@ def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterat
         args, cwd=REPO_ROOT, env=clean_env(REDIS_URL=redis_url, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def answers() -> bool:
+            if flower.poll() is not None:
+                raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
-                    break
+                    return True
             except OSError:
-                if flower.poll() is not None:
-                    raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}") from None
-                assert time.monotonic() < deadline, "flower did not answer"
-                time.sleep(0.3)
+                return False
+
+        wait_until(answers, 60, "flower to answer /healthcheck")
         yield flower, port
     finally:
         flower.terminate()
