@@ -25,6 +25,7 @@ from tests.support.localstack import (
     RedisServer,
     WorkerProcess,
 )
+from tests.support.programs import long_tests_wanted
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +35,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     yield server
     server.process.terminate()
     server.process.wait(timeout=10)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `long` run only with INFERENCE_LONG_TESTS=1 (docs/testing.md, "Long tests"): they
+    keep the default suite, which CI runs, inside its 20 minutes on two cores."""
+    if long_tests_wanted():
+        return
+    skip = pytest.mark.skip(reason="a long test: set INFERENCE_LONG_TESTS=1 to run it")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
 
 
 _databases = itertools.count(1)

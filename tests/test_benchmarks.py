@@ -87,6 +87,7 @@ def _run(script: str, out, *options: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_serving_harness_runs_every_configuration(tmp_path):
     """Every configuration answers every request; threads are sampled from the real processes."""
     report = _run("serving.py", tmp_path / "serving.json")
@@ -116,6 +117,7 @@ def test_serving_harness_runs_every_configuration(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_lifecycle_harness_sees_recycles(tmp_path):
     """With max 3 tasks per child, 12 requests on 2 children recycle children; nothing fails."""
     report = _run("lifecycle.py", tmp_path / "lifecycle.json")
@@ -168,6 +170,7 @@ def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_soak_harness_samples_memory_raises_queue_full_loses_nothing_and_plots(tmp_path):
     """soak --quick: every phase runs, the burst producer meets QueueFull, every accepted task's result
     arrives, no result is left in Redis after the read-and-delete phases, and the PNG is written."""

@@ -53,6 +53,7 @@ def run(bin_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(660)
 def test_every_command_answers_help_from_a_plain_install(installed):
     listed = run(installed, "--help")
@@ -79,6 +80,7 @@ def test_every_command_answers_help_from_a_plain_install(installed):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_status_and_metrics_work_from_a_plain_install(installed, fresh_redis_url):
     url = fresh_redis_url()
     status = run(installed, "status", REDIS_URL=url)

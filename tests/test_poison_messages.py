@@ -107,9 +107,15 @@ def test_a_message_the_main_process_cannot_send_to_a_child_costs_only_itself_and
     log = worker.log()
     assert "Unrecoverable error" not in log
     assert worker.process.poll() is None
-    # Four jobs the pool could not send: the lone one, the batch, the batch's poison alone, the timer's.
-    assert log.count("could not hand job ") == 4
-    assert log.count("refused a message from queue 'inference' (task inference.embed, id ") == 3
+    # Each poison fails to be sent at least once alone, and at most once more inside a micro-batch
+    # (then the batch falls back to one job per task). Which arrivals coincide is up to timing: the
+    # "lone" one can be taken together with the valid messages pushed right after it.
+    unsent = log.count("could not hand job ")
+    assert len(refused) <= unsent <= 2 * len(refused), unsent
+    for message in refused:
+        task_id = message["headers"]["id"]
+        refusal = f"refused a message from queue 'inference' (task inference.embed, id {task_id}"
+        assert log.count(refusal) == 1, refusal
     wait_until(lambda: redis.hlen("unacked") == 0, 30, "every message to be acknowledged")
 
     worker.stop()

@@ -13,6 +13,11 @@ def on_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def long_tests_wanted() -> bool:
+    """INFERENCE_LONG_TESTS=1 runs the tests marked `long` too (docs/testing.md)."""
+    return os.environ.get("INFERENCE_LONG_TESTS", "").lower() in ("1", "true", "yes")
+
+
 def missing(message: str) -> None:
     """Skip the test here; fail it on CI, where a missing program means setup is broken."""
     if on_ci():
