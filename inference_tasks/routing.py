@@ -19,9 +19,12 @@ EMBED_CORPUS_TASK = "inference.embed_corpus"
 # How inference.embed returns its vectors (its `encoding` argument): JSON numbers (the default), or
 # every vector's little-endian float32 bytes in one base64 string, ~25 % of the JSON size (131 KB
 # instead of 515 KB for 64 texts) and the same numbers to float32 precision.
+# inference.embed_corpus writes its pages in the same two encodings. "f32le-base64", the name corpus
+# pages had before both tasks used one, is still accepted for the same thing (results say "f32-base64").
 JSON_ENCODING = "json"
 F32_BASE64_ENCODING = "f32-base64"
 EMBED_ENCODINGS = (JSON_ENCODING, F32_BASE64_ENCODING)
+ENCODING_ALIASES = {"f32le-base64": F32_BASE64_ENCODING}
 
 # Every task a producer may send: screening refuses any other name from the wire (Celery's built-in
 # celery.* tasks included) before Celery looks it up; INFERENCE_EXTRA_TASKS adds a team's own.

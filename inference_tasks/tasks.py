@@ -13,7 +13,6 @@ from inference_tasks.broker.connections import broker_redis
 from inference_tasks.ml import store
 from inference_tasks.routing import (
     CLASSIFY_TASK,
-    EMBED_ENCODINGS,
     EMBED_TASK,
     F32_BASE64_ENCODING,
     JSON_ENCODING,
@@ -21,8 +20,8 @@ from inference_tasks.routing import (
 )
 from inference_tasks.validation import (
     InvalidInput,
-    check_choice,
     check_count,
+    check_encoding,
     check_flag,
     check_labels,
     check_name,
@@ -50,7 +49,7 @@ def embed(
     reject_unknown(EMBED_TASK, unknown, ("texts", "normalize", "encoding"))
     texts = check_texts(EMBED_TASK, texts, self.app.settings)
     normalize = check_flag(EMBED_TASK, "normalize", normalize)
-    encoding = check_choice(EMBED_TASK, "encoding", encoding, EMBED_ENCODINGS)
+    encoding = check_encoding(EMBED_TASK, encoding)
     model = HOLDER.get()
     vectors = HOLDER.encode_for(self.request.id, texts, normalize)
     if encoding == F32_BASE64_ENCODING:

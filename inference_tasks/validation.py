@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from inference_tasks.config import Settings
+from inference_tasks.routing import EMBED_ENCODINGS, ENCODING_ALIASES
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
@@ -149,6 +150,13 @@ def check_choice(task: str, name: str, value: Any, choices: tuple[str, ...]) -> 
         shown = repr(value) if isinstance(value, str) else _kind(value)
         raise InvalidInput(f"{task}: {name} must be one of {allowed}, got {shown}")
     return value
+
+
+def check_encoding(task: str, value: Any) -> str:
+    """A vector encoding (routing.EMBED_ENCODINGS) by its one name; an old alias maps to that name."""
+    if isinstance(value, str) and value in ENCODING_ALIASES:
+        return ENCODING_ALIASES[value]
+    return check_choice(task, "encoding", value, EMBED_ENCODINGS)
 
 
 def _kind(value: Any) -> str:

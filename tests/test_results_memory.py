@@ -93,6 +93,8 @@ def test_an_unknown_encoding_fails_with_a_clear_message(inference_worker):
     with pytest.raises(Exception, match=r"encoding must be one of 'json', 'f32-base64', got 'float16'"):
         producer.collect(result, RESULT_TIMEOUT_S)
     assert redis_client(inference_worker.redis_url).exists(result_key(result.id)) == 0
+    aliased = inference_worker.app.send_task(EMBED_TASK, args=[["x"]], kwargs={"encoding": "f32le-base64"})
+    assert producer.collect(aliased, RESULT_TIMEOUT_S)["encoding"] == "f32-base64"  # the old corpus name
 
 
 def test_python_producer_collects_once_and_refuses_a_full_queue(inference_worker):

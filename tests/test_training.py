@@ -146,7 +146,8 @@ def test_embed_corpus_writes_expiring_pages_that_match_embed(stack):
     assert done and done == sorted(done) and done[-1] == 1000, done
     assert (outcome["count"], outcome["pages"], outcome["dim"]) == (1000, 4, 384)
     records = [json.loads(redis.get(outcome["page_key"].format(page=n))) for n in range(4)]
-    assert [(r["count"], r["encoding"]) for r in records] == [(256, "f32le-base64")] * 3 + [(232, "f32le-base64")]
+    assert [(r["count"], r["encoding"]) for r in records] == [(256, "f32-base64")] * 3 + [(232, "f32-base64")]
+    assert outcome["encoding"] == "f32-base64"
     pages = [{"embeddings": codec.decode_vectors(r["embeddings"], r["dim"])} for r in records]
     assert [len(p["embeddings"]) for p in pages] == [256, 256, 256, 232]
     assert 0 < redis.ttl(outcome["page_key"].format(page=0)) <= outcome["expires_s"]
@@ -163,6 +164,19 @@ def test_embed_corpus_writes_expiring_pages_that_match_embed(stack):
     assert (listed_outcome["count"], listed_outcome["pages"]) == (300, 3)
     first = json.loads(redis.get(listed_outcome["page_key"].format(page=0)))
     assert np.allclose(first["embeddings"][0], pages[0]["embeddings"][0], atol=1e-4)
+
+    # "f32le-base64", the pages' name before embed and embed_corpus shared one, still means float32.
+    aliased = inference.app.send_task(EMBED_CORPUS_TASK, kwargs={"texts": texts[:3], "encoding": "f32le-base64"}).get(
+        timeout=RESULT_TIMEOUT_S
+    )
+    page = json.loads(redis.get(aliased["page_key"].format(page=0)))
+    assert aliased["encoding"] == page["encoding"] == "f32-base64"
+    assert np.allclose(codec.decode_vectors(page["embeddings"], page["dim"]), pages[0]["embeddings"][:3], atol=1e-4)
+    refused = inference.app.send_task(EMBED_CORPUS_TASK, kwargs={"texts": texts[:3], "encoding": "f16"})
+    with pytest.raises(
+        Exception, match=r"inference.embed_corpus: encoding must be one of 'json', 'f32-base64', got 'f16'"
+    ):
+        refused.get(timeout=RESULT_TIMEOUT_S)
 
 
 TEXTS, LABELS = dataset()

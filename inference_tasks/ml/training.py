@@ -20,10 +20,11 @@ from inference_tasks import codec
 from inference_tasks.broker.connections import broker_redis
 from inference_tasks.broker.keys import corpus_page_key
 from inference_tasks.ml import store
-from inference_tasks.routing import EMBED_CORPUS_TASK, TRAIN_CLASSIFIER_TASK
+from inference_tasks.routing import EMBED_CORPUS_TASK, F32_BASE64_ENCODING, JSON_ENCODING, TRAIN_CLASSIFIER_TASK
 from inference_tasks.validation import (
     InvalidInput,
     check_count,
+    check_encoding,
     check_flag,
     check_fraction,
     check_name,
@@ -46,7 +47,6 @@ MAX_PAGE_SIZE = 2048
 # Corpus pages hold little-endian float32 vectors, base64-encoded, by default: 4x smaller in Redis
 # than JSON numbers (a 200k-text corpus is ~300 MB instead of ~1.5 GB) and ~100x cheaper to
 # write, which matters because serialising is serial work next to the multi-threaded model.
-PAGE_ENCODINGS = ("f32le-base64", "json")
 
 
 def report_progress(task: Task, stage: str, done: int, total: int) -> None:
@@ -188,7 +188,7 @@ def train_classifier(
 @shared_task(name=EMBED_CORPUS_TASK, bind=True, base=GuardedTask, throws=(InvalidInput,))
 def embed_corpus(
     self: Task, texts: Any = None, source_key: Any = None, page_size: Any = DEFAULT_PAGE_SIZE,
-    normalize: Any = True, encoding: Any = PAGE_ENCODINGS[0], **unknown: Any,
+    normalize: Any = True, encoding: Any = F32_BASE64_ENCODING, **unknown: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """Embed a large corpus page by page into Redis; the result says where the pages are.
 
@@ -199,8 +199,7 @@ def embed_corpus(
     """
     task = EMBED_CORPUS_TASK
     reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding"))
-    if encoding not in PAGE_ENCODINGS:
-        raise InvalidInput(f"{task}: encoding must be one of {', '.join(PAGE_ENCODINGS)}, got {encoding!r}")
+    encoding = check_encoding(task, encoding)
     settings = self.app.settings
     if (texts is None) == (source_key is None):
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
@@ -231,7 +230,7 @@ def embed_corpus(
             check_text_items(task, page, settings, offset=start)
         vectors = model.encode(page, normalize=normalize)
         record = {"page": pages, "start": start, "count": len(page), "dim": model.dim, "encoding": encoding}
-        record["embeddings"] = vectors.tolist() if encoding == "json" else codec.encode_vectors(vectors)
+        record["embeddings"] = vectors.tolist() if encoding == JSON_ENCODING else codec.encode_vectors(vectors)
         client.set(corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
         pages += 1
         report_progress(self, "embedding", min(start + page_size, total), total)
