@@ -1,13 +1,13 @@
-"""Per-child recycle limits: the jitter arithmetic, and that billiard's worker loop obeys the limit set."""
+"""Per-child recycle limits: the jitter arithmetic, the task count, and the pool's child loop that obeys them."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from billiard.pool import Worker
 
-from inference_tasks.worker.recycling import jittered_limit, set_this_childs_task_limit
+from inference_tasks.worker.child import ChildRecord
+from inference_tasks.worker.recycling import RecyclingWorker, jittered_limit, tasks_left
 
 
 def test_limits_stay_within_the_configured_band_and_spread_out():
@@ -30,28 +30,22 @@ def test_unlimited_stays_unlimited():
     assert jittered_limit(0, 0.25, random.Random()) is None
 
 
-class _FakePoolWorker(Worker):
-    """A billiard Worker whose after_fork runs an initializer, as Celery's process_initializer does."""
-
-    def __init__(self, initializer) -> None:  # no pipes: only the frame walk is under test
-        self.initializer = initializer
-        self.maxtasks = 10
-
-    def after_fork(self) -> None:
-        self.initializer()
+def test_a_child_has_tasks_left_until_it_has_served_its_limit():
+    """recycling.tasks_left counts tasks (every task of a micro-batch), never below 0; None: no limit."""
+    record = ChildRecord(task_limit=5, tasks_served=3, jobs_done=1)
+    assert tasks_left(record) == 2
+    record.tasks_served = 7  # never happens (a batch runs only what is left), but stays 0
+    assert tasks_left(record) == 0
+    assert tasks_left(ChildRecord()) is None
 
 
-def test_the_limit_reaches_the_billiard_worker_that_runs_the_initializer():
-    """Called from inside the initializer (as worker_process_init is), the limit lands on the Worker."""
-    found = []
-    worker = _FakePoolWorker(lambda: found.append(set_this_childs_task_limit(4)))
-    worker.after_fork()
-    assert found == [True]
-    assert worker.maxtasks == 4
+def test_the_pool_gives_its_children_the_task_counting_loop():
+    """Our prefork pool forks its children with RecyclingWorker (no frame walk), a subclass of Celery's."""
+    from celery.concurrency.asynpool import Worker as CeleryPoolWorker
 
+    from inference_tasks.worker.pool import LastTaskAwareAsynPool
 
-def test_outside_a_pool_worker_nothing_is_changed():
-    assert set_this_childs_task_limit(4) is False
+    assert LastTaskAwareAsynPool.Worker is RecyclingWorker and issubclass(RecyclingWorker, CeleryPoolWorker)
 
 
 def test_a_child_flags_its_last_task_in_memory_shared_with_the_parent():

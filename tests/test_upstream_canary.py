@@ -96,10 +96,27 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "billiard.pool:Pool.terminate_job": ("253a1e66a42f9317", "pool.terminate_job (TERM becomes SIGKILL)"),
     "billiard.pool:Pool.maintain_pool": ("3b0ca04517609293", "pool._replace_when_gone (reaps a leaving child)"),
-    "billiard.pool:Worker.workloop": ("ce4a856cce2b9e10", "recycling.set_this_childs_task_limit (reads self.maxtasks)"),
+    "billiard.pool:Worker.workloop": (
+        "ce4a856cce2b9e10",
+        "recycling.RecyclingWorker (the loop reads self.maxtasks and self.wait_for_job once, then calls it "
+        "before each job; a sys.exit there ends the loop through its finally)",
+    ),
     "billiard.pool:Worker.after_fork": (
         "2210e993814bfebb",
-        "recycling.set_this_childs_task_limit (runs worker_process_init)",
+        "recycling.RecyclingWorker.on_loop_start (after_fork runs worker_process_init first)",
+    ),
+    "billiard.pool:Worker.__call__": (
+        "7ac3400e5a1cd31d",
+        "recycling.RecyclingWorker (order: _make_child_methods, after_fork, on_loop_start, workloop; "
+        "sys.exit patched to keep the exit code for _do_exit)",
+    ),
+    "billiard.pool:Worker._make_child_methods": (
+        "77aa0671e34149a7",
+        "recycling.RecyclingWorker._make_child_methods (wraps the wait_for_job it sets)",
+    ),
+    "celery.concurrency.asynpool:Worker.on_loop_start": (
+        "6ac575c063cd7a2a",
+        "recycling.RecyclingWorker.on_loop_start (calls it: WORKER_UP)",
     ),
     "celery.worker.strategy:default": ("7d90575ada5eb1dc", "microbatch.strategy (wraps Celery's default strategy)"),
     "celery.app.trace:build_tracer": (

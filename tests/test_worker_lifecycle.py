@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -146,8 +148,7 @@ def test_a_child_whose_model_failed_to_load_fails_every_task_clearly(start_worke
 
 def test_recycling_after_max_tasks_replaces_children_and_loses_nothing(start_worker):
     """worker_max_tasks_per_child=3: children are replaced (new pids) and all 30 tasks succeed; no child
-    runs more pool jobs than its own limit (a micro-batch of several tasks is one job, so the limit
-    counts jobs, not tasks)."""
+    runs more tasks than its own limit."""
     worker = start_worker(concurrency=2, max_tasks_per_child=3)
     initial = set(worker.child_pids())
     results = []
@@ -159,8 +160,34 @@ def test_recycling_after_max_tasks_replaces_children_and_loses_nothing(start_wor
     pids = {o["pid"] for o in outcomes if "pid" in o}
     assert len(pids) >= 4, pids
     infos = [o for o in outcomes if "jobs_done" in o]
-    assert infos and all(o["jobs_done"] < o["recycle_after_tasks"] <= 3 for o in infos), infos
+    assert infos and all(o["tasks_served"] < o["recycle_after_tasks"] <= 3 for o in infos), infos
     assert not initial & set(worker.child_pids())
+
+
+def test_a_child_runs_at_most_its_task_limit_even_when_its_tasks_come_in_a_micro_batch(start_worker):
+    """INFERENCE_MAX_TASKS_PER_CHILD counts tasks, not pool jobs: 12 one-text tasks held while the only
+    child is busy (its 2nd task) go to it as one batch job; the child runs the 1-3 its limit (4 or 5)
+    leaves, and the rest go on as jobs of their own to its replacements. Every task succeeds and no
+    child process runs more than 5."""
+    worker = start_worker(concurrency=1, include="tests.worker_probes", max_tasks_per_child=5)
+    redis = redis_client(worker.redis_url)
+    # A first embed opens the batcher's extra unit of the prefetch window (microbatch.py), so tasks
+    # are taken from the queue and held while the only child is busy.
+    worker.app.send_task(EMBED_TASK, args=[["the first text"]]).get(timeout=RESULT_TIMEOUT_S)
+    gate = f"gate:{uuid.uuid4()}"
+    busy = worker.app.send_task("tests.wait_for_gate", args=[gate, 60])
+    wait_until(lambda: busy.state == "STARTED", RESULT_TIMEOUT_S, "the only child to be busy")
+    held = [worker.app.send_task(EMBED_TASK, args=[[f"held text {i}"]]) for i in range(12)]
+    wait_until(lambda: redis.llen("inference") == 0, 30, "the held tasks to be taken from the queue")
+    redis.rpush(gate, "open")
+    busy.get(timeout=RESULT_TIMEOUT_S)
+    assert all(result.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384 for result in held)
+    log = worker.log()
+    assert "coalesced 12 tasks (12 texts) into one job" in log
+    assert re.search(r"recycle limit: running [1-3] tasks of this batch, \d+ go on alone", log), log[-3000:]
+    per_child = Counter(re.findall(r"/(ForkPoolWorker-\d+)\] Task [\w.]+\[[\w-]+\] succeeded", log))
+    assert sum(per_child.values()) == 14, per_child  # the first embed, the gate task and the 12
+    assert max(per_child.values()) <= 5 and len(per_child) >= 3, per_child
 
 
 def test_a_child_killed_mid_task_loses_nothing(start_worker):

@@ -24,10 +24,11 @@ from typing import Any
 from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
-from inference_tasks.batching.plan import PlannedEncode
+from inference_tasks.batching.plan import NOT_RUN, PlannedEncode
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.jobs import job_ends, job_starts
 from inference_tasks.worker.models import HOLDER, PreEncoded
+from inference_tasks.worker.recycling import tasks_left
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,28 @@ def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: 
     """The pool job of a micro-batch: one outcome per entry, as Celery's tracer returns it for one task.
 
     An entry whose tracing itself raised (not the task: the tracer catches those) gets None,
-    and the main process returns that task to its queue.
+    and the main process returns that task to its queue. A child whose recycle limit leaves room
+    for fewer tasks than the batch holds runs that many and answers NOT_RUN for the rest, which
+    the main process sends on as jobs of their own (to a sibling or this child's replacement).
     """
+    entries, deferred = _within_task_limit(entries)
+    if deferred:
+        running = {entry[1] for entry in entries}
+        plans = [plan for plan in plans if plan.task_id in running]
+        logger.info("recycle limit: running %d tasks of this batch, %d go on alone", len(entries), len(deferred))
+    return _run(trace, entries, plans) + [NOT_RUN] * len(deferred)
+
+
+def _within_task_limit(entries: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    left = tasks_left(CHILD)
+    if left is None or left >= len(entries):
+        return entries, []
+    return entries[:left], entries[left:]
+
+
+def _run(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: list[PlannedEncode]) -> list[Any]:
+    if not entries:
+        return []
     job_starts()
     CHILD.in_batch = True
     outcomes: list[Any] = []

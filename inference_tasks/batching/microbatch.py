@@ -40,7 +40,7 @@ from celery.worker import state as worker_state
 from celery.worker.strategy import default as default_strategy
 
 from inference_tasks.batching.batch_job import run_batch
-from inference_tasks.batching.plan import PlannedEncode, planned_encode
+from inference_tasks.batching.plan import NOT_RUN, PlannedEncode, planned_encode
 from inference_tasks.worker.pool import JobNotSent
 from inference_tasks.worker.request import GuardedTask
 
@@ -242,12 +242,17 @@ class BatchCompletion:
         if not isinstance(results, list) or len(results) != len(self.requests):
             logger.error("a batch job returned %r instead of one outcome per task", type(results).__name__)
             results = [None] * len(self.requests)
+        not_run = []
         for request, outcome in zip(self.requests, results, strict=True):
             if outcome is None:
                 request.reject(requeue=True)
+            elif isinstance(outcome, str) and outcome == NOT_RUN:
+                not_run.append(request)  # its child's recycle limit was spent (batch_job.run_batch)
             else:
                 _each(request.on_success, outcome)
         self.release()
+        for request in not_run:
+            _each(self.send_alone, request)
 
     def on_failure(self, exc_info: Any) -> None:
         """The job itself failed (its child died, or was killed at the time limit).

@@ -12,6 +12,10 @@ from typing import Any
 
 from inference_tasks.routing import EMBED_TASK
 
+# A batch job's outcome for a task the child did not run because its recycle limit was spent
+# (recycling.py); the main process sends that task on as a job of its own.
+NOT_RUN = "inference-tasks:not-run:recycling"
+
 
 @dataclass(frozen=True)
 class PlannedEncode:

@@ -21,7 +21,7 @@ class ChildRecord:
     # From this process's fork to model ready: what a recycle costs before the child serves.
     ready_seconds: float | None = None
     tasks_served: int = 0
-    # Pool jobs run (a micro-batch is one job of many tasks): billiard recycles on this count.
+    # Pool jobs run (a micro-batch is one job of many tasks); recycling counts tasks_served.
     jobs_done: int = 0
     # Set while a micro-batch job runs its tasks (batching/batch_job.py); what batches ran.
     in_batch: bool = False
@@ -30,7 +30,7 @@ class ChildRecord:
     largest_batch: int = 0
     # This prefork child's stable pool index (pool.py); None in the main or a solo process.
     pool_slot: int | None = None
-    # This child's own recycle limit (recycling.py), if it has one.
+    # This child's own recycle limit in tasks (recycling.py), if it has one.
     task_limit: int | None = None
 
 

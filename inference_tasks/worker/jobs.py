@@ -1,5 +1,5 @@
-"""Around each pool job in a prefork child (one task, or one micro-batch): the recycle flag, borrowed
-threads, the job count and the device report.
+"""Around each pool job in a prefork child (one task, or one micro-batch): borrowed threads, the job
+count, the last-job flag and the device report.
 
 Called by the task_prerun/postrun hooks (signals.py) for a lone task and by batch_job.py around a
 micro-batch, so it lives apart from both.
@@ -8,7 +8,7 @@ micro-batch, so it lives apart from both.
 from __future__ import annotations
 
 from inference_tasks import devices
-from inference_tasks.worker import gpu, pool, thread_budget
+from inference_tasks.worker import gpu, pool, recycling, thread_budget
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.models import HOLDER
 
@@ -23,14 +23,10 @@ def record_device() -> None:
 def job_starts() -> None:
     """Before each pool job in a child (one task, or one micro-batch: batch_job.py).
 
-    Tells the parent before the child's last job (pool.py), so it writes no job to it after;
-    billiard counts jobs, not tasks, towards the recycle limit. With INFERENCE_ADAPTIVE_THREADS,
-    runs the job on the threads idle siblings leave free.
+    With INFERENCE_ADAPTIVE_THREADS, runs the job on the threads idle siblings leave free.
     """
     if CHILD.pool_slot is None:  # the worker's main process, or a solo worker
         return
-    if CHILD.task_limit is not None:
-        pool.flag_last_task(CHILD.pool_slot, CHILD.jobs_done + 1 >= CHILD.task_limit)
     if thread_budget.BUDGET is not None:
         import torch
 
@@ -38,8 +34,16 @@ def job_starts() -> None:
 
 
 def job_ends() -> None:
-    """After each pool job in a child: count it, hand borrowed threads back, report GPU memory."""
+    """After each pool job in a child: count it, say whether it was the child's last, hand borrowed
+    threads back, report GPU memory.
+
+    The last-job flag is written before the job's result goes to the parent, which reads it when
+    that result arrives (pool.py) and then writes no further job to this child: it is leaving
+    (its tasks are spent, recycling.py).
+    """
     CHILD.jobs_done += 1
+    if CHILD.task_limit is not None:
+        pool.flag_last_task(CHILD.pool_slot, recycling.tasks_left(CHILD) == 0)
     if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
         record_device()
     if thread_budget.BUDGET is not None and CHILD.pool_slot is not None:

@@ -23,6 +23,8 @@ from billiard.einfo import ExceptionInfo
 from celery.concurrency.asynpool import AsynPool
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 
+from inference_tasks.worker.recycling import RecyclingWorker
+
 logger = logging.getLogger(__name__)
 
 # One flag per pool index (stable across recycles); created at import in the worker's main
@@ -114,6 +116,8 @@ REAP_CHECK_FOR_S = 3.0
 
 
 class LastTaskAwareAsynPool(AsynPool):
+    # Each child's loop: its own recycle limit, counted in tasks (recycling.py).
+    Worker = RecyclingWorker
     _event_loop: Any = None
     # Called (on the event loop) each time a child finishes a job and can take another:
     # the micro-batcher (microbatch.py) hands over a batch it held while every child was busy.

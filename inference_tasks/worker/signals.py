@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import random
 import resource
 import signal
 import time
@@ -168,6 +167,7 @@ def pin_threads_and_load_model(**_: Any) -> None:
     settings = current_app.settings
     if CHILD.main_pid not in (None, os.getpid()):
         CHILD.pool_slot = pool.this_childs_slot()
+        pool.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
     if CHILD.profile is None:  # started by something other than `celery worker`
         CHILD.profile = PROFILE_INFERENCE
         CHILD.threads = 1 if settings.pin_threads else None
@@ -190,20 +190,6 @@ def pin_threads_and_load_model(**_: Any) -> None:
         )
     if CHILD.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
-
-
-@worker_process_init.connect
-def stagger_recycling(**_: Any) -> None:
-    """Give this prefork child its own task limit (recycling.py), so children recycle apart."""
-    if not ours(current_app):
-        return
-    settings = current_app.settings
-    if CHILD.main_pid in (None, os.getpid()) or not settings.max_tasks_per_child:
-        return
-    pool.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
-    limit = recycling.jittered_limit(settings.max_tasks_per_child, settings.max_tasks_per_child_jitter, random.Random())
-    if recycling.set_this_childs_task_limit(limit):
-        CHILD.task_limit = limit
 
 
 def refuse_memory_limit_below_footprint(limit_mb: int) -> None:
@@ -254,7 +240,7 @@ def end_an_exiting_child_promptly(exitcode: int | None = None, **_: Any) -> None
     if CHILD.main_pid in (None, os.getpid()) or not ours(current_app):
         return
     code = exitcode if isinstance(exitcode, int) else 0
-    if CHILD.task_limit is not None and CHILD.jobs_done >= CHILD.task_limit:
+    if recycling.tasks_left(CHILD) == 0:
         logging.shutdown()  # flush this child's log handlers; os._exit skips interpreter cleanup
         os._exit(code)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
