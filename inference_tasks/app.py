@@ -26,7 +26,11 @@ RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:ResultBackend"
 SENTINEL_RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:SentinelResultBackend"
 # Imported by Celery's worker only (its loader imports `include` before sending worker_init): the
 # worker lifecycle hooks first, then the task modules. Producers, Flower and the CLI import none.
-TASK_MODULES = ["inference_tasks.worker.signals", "inference_tasks.tasks", "inference_tasks.ml.training"]
+TASK_MODULES = [
+    "inference_tasks.worker.signals",
+    "inference_tasks.worker.tasks",
+    "inference_tasks.worker.training_tasks",
+]
 # Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, and
 # task events published on a timer.
 CONSUMER_STEPS = (

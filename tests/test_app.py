@@ -122,7 +122,7 @@ hooks = ["worker_init", "worker_ready", "worker_process_init", "worker_process_s
          "task_prerun", "task_postrun", "task_failure", "task_success"]
 print(json.dumps({
     "receivers": {name: len(getattr(signals, name).receivers) for name in hooks},
-    "worker_modules": sorted(m for m in sys.modules if m in ("inference_tasks.tasks", "torch") or m.startswith((
+    "worker_modules": sorted(m for m in sys.modules if m == "torch" or m.startswith((
         "inference_tasks.worker", "inference_tasks.batching", "inference_tasks.ml",
         "inference_tasks.broker.leases", "inference_tasks.ops.cli", "inference_tasks.ops.doctor"))),
     "sent": result.id is not None,
