@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
-from inference_tasks.broker.keys import UNACKED_KEY, queue_keys, result_key
+from inference_tasks.clients.keys import UNACKED_KEY, queue_keys, result_key
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support import localstack
 from tests.support.sentinel import start_sentinel_cluster

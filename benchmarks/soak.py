@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import make_batches, stop_cleanly_on_term
 from inference_tasks import producer
-from inference_tasks.broker.queue_state import queue_depth, redis_memory
+from inference_tasks.clients.queue_state import queue_depth, redis_memory
 from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support import localstack

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from celery import Celery
 from kombu.entity import Exchange, Queue
 
-from inference_tasks.broker.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
+from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
 from inference_tasks.ops.flower_guard import guard_flower
@@ -60,7 +60,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
             "unacked_restore_throttle": 1,
             # A worker killed while sweeping would otherwise block all sweeps for 5 minutes.
             "unacked_mutex_expire": settings.visibility_timeout_s,
-            # kombu's own key names, stated so broker/keys.py is the one list of what we use.
+            # kombu's own key names, stated so clients/keys.py is the one list of what we use.
             "unacked_key": UNACKED_KEY,
             "unacked_index_key": UNACKED_INDEX_KEY,
             "unacked_mutex_key": UNACKED_MUTEX_KEY,

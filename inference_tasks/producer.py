@@ -20,9 +20,9 @@ from typing import Any
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
-from inference_tasks.broker.connections import broker_redis
-from inference_tasks.broker.queue_state import queue_depth
-from inference_tasks.broker.redis_errors import is_out_of_memory
+from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.queue_state import queue_depth
+from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.routing import INFERENCE_QUEUE, TASK_ROUTES
 
 # While waiting for room in a queue (wait_for_room), the first and longest pause between checks.

@@ -125,6 +125,16 @@ def test_every_top_level_module_is_checked_as_producer_side() -> None:
     assert "tasks" not in PRODUCER_SAFE  # the task bodies import worker code: worker/tasks.py
 
 
+def test_producer_side_redis_helpers_import_no_broker_or_worker_code() -> None:
+    """clients/ is what producers use of Redis: it reaches neither the transport nor any worker code."""
+    graph = import_graph()
+    clients = [name for name in graph if name.startswith("inference_tasks.clients")]
+    assert len(clients) >= 4
+    for name in clients:
+        leaked = sorted(m for m in reachable(graph, name) if m.startswith((*WORKER_ONLY, "inference_tasks.broker")))
+        assert leaked == [], f"{name} imports {leaked}"
+
+
 def test_test_and_benchmark_helpers_are_not_shipped() -> None:
     names = set(modules())
     assert not {"inference_tasks.localstack", "inference_tasks.wire"} & names

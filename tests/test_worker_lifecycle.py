@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from inference_tasks.broker.keys import DEAD_LETTER_KEY
+from inference_tasks.clients.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from tests.support.events import EventRecorder
 from tests.support.local import redis_client

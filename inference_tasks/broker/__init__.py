@@ -1,3 +1,6 @@
-"""Everything that talks to Redis as broker and result store: the screening transport, message
-envelopes, leases, Sidekiq/ActiveJob replies, the result backend, queue state and the keys we own.
+"""Redis as Celery's broker and result store: the screening transport and its QoS, message envelopes
+and their bounds, dead-lettering, leases, Sidekiq/ActiveJob replies and the result backend.
+
+Celery loads the transport and the result backend by name (app.py) in every process that sends or
+reads tasks; the rest runs in workers. Producer-side Redis helpers are in clients/.
 """

@@ -23,8 +23,8 @@ from typing import Any
 import redis
 
 from inference_tasks import codec
-from inference_tasks.broker.connections import sidekiq_redis
-from inference_tasks.broker.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
+from inference_tasks.clients.connections import sidekiq_redis
+from inference_tasks.clients.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
 
 logger = logging.getLogger(__name__)
 

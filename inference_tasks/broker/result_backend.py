@@ -41,7 +41,7 @@ from celery.exceptions import BackendStoreError, Reject
 from kombu.utils.encoding import bytes_to_str
 
 from inference_tasks.broker import replies
-from inference_tasks.broker.redis_errors import is_out_of_memory
+from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
 
 logger = logging.getLogger(__name__)

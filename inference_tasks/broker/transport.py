@@ -19,9 +19,9 @@ from kombu.utils.encoding import bytes_to_str
 from inference_tasks.broker import dead_letter
 from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, requested_reply, screen
-from inference_tasks.broker.keys import redelivery_key
 from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
 from inference_tasks.broker.qos import QoS
+from inference_tasks.clients.keys import redelivery_key
 from inference_tasks.config import (
     DEFAULT_DEAD_LETTER_MAX,
     DEFAULT_DEAD_LETTER_TTL_S,

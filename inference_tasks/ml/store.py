@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import redis
 
-from inference_tasks.broker.keys import CLASSIFIER_NAMES_KEY
-from inference_tasks.broker.keys import classifier_key as _key
+from inference_tasks.clients.keys import CLASSIFIER_NAMES_KEY
+from inference_tasks.clients.keys import classifier_key as _key
 from inference_tasks.codec import decode_vectors, encode_vectors
 
 # Runtimes whose vectors for the same model agree within the accuracy gate (cosine >= 0.999, label

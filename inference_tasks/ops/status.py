@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from inference_tasks.broker import queue_state
-from inference_tasks.broker.connections import broker_redis
+from inference_tasks.clients import queue_state
+from inference_tasks.clients.connections import broker_redis
 
 
 def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 from vine import promise as vine_promise
 
-from inference_tasks.broker.redis_errors import is_out_of_memory
+from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.worker.request import refuse_message, requeue_message
 
 logger = logging.getLogger(__name__)

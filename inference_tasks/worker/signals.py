@@ -30,8 +30,8 @@ from celery.signals import (
 
 from inference_tasks import devices
 from inference_tasks.app import is_inference_app as ours
-from inference_tasks.broker import queue_state
-from inference_tasks.broker.connections import broker_redis
+from inference_tasks.clients import queue_state
+from inference_tasks.clients.connections import broker_redis
 from inference_tasks.worker import (
     control,  # noqa: F401 - registers the `inference_processes` remote control command
     pool,

@@ -16,8 +16,8 @@ import numpy as np
 from celery import Task, shared_task
 
 from inference_tasks import codec
-from inference_tasks.broker.connections import broker_redis
-from inference_tasks.broker.keys import corpus_page_key
+from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.keys import corpus_page_key
 from inference_tasks.ml import store
 from inference_tasks.ml.training import TRAIN_EPOCHS, accuracy, fit_softmax_head, stratified_split
 from inference_tasks.routing import EMBED_CORPUS_TASK, F32_BASE64_ENCODING, JSON_ENCODING, TRAIN_CLASSIFIER_TASK

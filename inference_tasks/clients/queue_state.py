@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from inference_tasks.broker.keys import DEAD_LETTER_KEY, RECENT_FAILURES_KEY, UNACKED_KEY, queue_keys
+from inference_tasks.clients.keys import DEAD_LETTER_KEY, RECENT_FAILURES_KEY, UNACKED_KEY, queue_keys
 from inference_tasks.routing import PRIORITY_STEPS, QUEUES
 
 # kombu's Redis transport keeps every delivered, not yet acked message in this hash.

@@ -16,7 +16,7 @@ KEY_PREFIX = "inference-tasks"
 DEAD_LETTER_KEY = f"{KEY_PREFIX}:dead-letter"
 # Per task id: how often its message was handed out (bounded redelivery, broker/transport.py).
 REDELIVERY_KEY_PREFIX = f"{KEY_PREFIX}:redeliveries:"
-# Recent task failures for `inference-tasks status` (broker/queue_state.py).
+# Recent task failures for `inference-tasks status` (clients/queue_state.py).
 RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,
 # every version, and `latest`.
