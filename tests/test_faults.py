@@ -27,7 +27,7 @@ from inference_tasks.clients.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from tests.support.local import redis_client, start_redis
 from tests.support.localstack import RedisServer, producer_app
-from tests.support.waiting import wait_until
+from tests.support.waiting import poll_until, wait_until
 from tests.support.wire import encode, task_message
 
 pytestmark = pytest.mark.slow
@@ -57,14 +57,15 @@ def count_repeats(results, *workers) -> int:
     once (at-least-once delivery allows it; callers that promise exactly once assert it is 0)."""
     assert {r.state for r in results} == {"SUCCESS"}
     ids = [r.id for r in results]
-    deadline = time.monotonic() + 10  # success log lines land just after results (a SIGKILL may cut one off)
-    successes = Counter()
-    while time.monotonic() < deadline:
-        successes = sum((w.successes() for w in workers), start=Counter())
-        if all(successes[i] for i in ids):
-            break
-        time.sleep(0.1)
-    return sum(1 for i in ids if successes[i] > 1)
+    logged: list[Counter] = [Counter()]
+
+    def every_success_logged() -> bool:
+        logged[0] = sum((w.successes() for w in workers), start=Counter())
+        return all(logged[0][i] for i in ids)
+
+    # Success log lines land just after results (a SIGKILL may cut one off): wait a little, then count.
+    poll_until(every_success_logged, 10, poll_s=0.1)
+    return sum(1 for i in ids if logged[0][i] > 1)
 
 
 def started_pids(redis, results) -> dict[str, int]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.request
 
 import pytest
@@ -16,6 +15,7 @@ from inference_tasks.routing import EMBED_TASK
 from tests.support.local import running_flower
 from tests.support.localstack import REPO_ROOT
 from tests.support.programs import need_program
+from tests.support.waiting import poll_until, wait_until
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -44,14 +44,12 @@ def flower_api(port: int, path: str) -> object:
 
 def seen_whole(port: int, ids: set[str], timeout: float) -> bool:
     """Flower's API lists every task of `ids` as an inference.embed that succeeded, within `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def listed() -> bool:
         seen = flower_api(port, "/api/tasks?state=SUCCESS")
-        if all(seen.get(task_id, {}).get("name") == EMBED_TASK for task_id in ids):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
+        return all(seen.get(task_id, {}).get("name") == EMBED_TASK for task_id in ids)
+
+    return bool(poll_until(listed, timeout, poll_s=0.5))
 
 
 def test_flower_dashboard_shows_the_worker_and_its_embed_tasks_in_chromium(start_worker, tmp_path):
@@ -61,9 +59,11 @@ def test_flower_dashboard_shows_the_worker_and_its_embed_tasks_in_chromium(start
     with running_flower([], worker.redis_url, FLOWER_UNAUTHENTICATED_API="true") as (_, port):
         # Flower answers /healthcheck before its event receiver has subscribed: a task sent earlier
         # shows up later without its name (seen on CI). Wait until one probe is seen whole.
-        deadline = time.monotonic() + 60
-        while not seen_whole(port, {worker.app.send_task(EMBED_TASK, args=[["probe"]]).id}, timeout=5):
-            assert time.monotonic() < deadline, "Flower never recorded a whole task from the worker's events"
+        wait_until(
+            lambda: seen_whole(port, {worker.app.send_task(EMBED_TASK, args=[["probe"]]).id}, timeout=5),
+            60,
+            "Flower to record a whole task from the worker's events",
+        )
         results = [worker.app.send_task(EMBED_TASK, args=[[f"browser check {i}"]]) for i in range(TASKS)]
         ids = {result.id for result in results}
         for result in results:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import numpy as np
 import psutil
@@ -161,10 +160,9 @@ def test_a_child_killed_in_the_middle_of_a_batch_loses_nothing(batching_worker):
     [child] = batching_worker.child_pids()
     cpu_before = sum(psutil.Process(child).cpu_times()[:2])
     results = [batching_worker.app.send_task(EMBED_TASK, args=[[text]]) for text in long_texts]
-    deadline = time.monotonic() + 60
-    while sum(psutil.Process(child).cpu_times()[:2]) - cpu_before < 0.5:  # the shared encode is running
-        assert time.monotonic() < deadline, "the child never started the batch"
-        time.sleep(0.02)
+    wait_until(  # the shared encode is running
+        lambda: sum(psutil.Process(child).cpu_times()[:2]) - cpu_before >= 0.5, 60, "the child to start the batch", 0.02
+    )
     os.kill(child, signal.SIGKILL)
 
     for result in results:

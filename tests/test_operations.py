@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import contextmanager
 
@@ -18,6 +17,7 @@ from inference_tasks import producer
 from inference_tasks.routing import EMBED_TASK
 from tests.support.local import clean_env, redis_client, start_redis
 from tests.support.localstack import REPO_ROOT, free_port, producer_app
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120
@@ -94,15 +94,16 @@ def exporter(
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def answers() -> bool:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).close()
-                break
+                return True
             except OSError:
                 assert process.poll() is None, process.stdout.read().decode()
-                assert time.monotonic() < deadline, "the exporter did not answer"
-                time.sleep(0.3)
+                return False
+
+        wait_until(answers, 60, "the exporter to answer", poll_s=0.3)
         yield port
     finally:
         process.terminate()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 
 import numpy as np
@@ -16,6 +15,7 @@ from ruby_runner import ruby
 from inference_tasks import codec, producer
 from inference_tasks.routing import EMBED_TASK
 from tests.support.local import redis_client, start_redis
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120
@@ -30,13 +30,6 @@ FILLER_KEYS = 16
 
 def result_key(task_id: str) -> str:
     return f"celery-task-meta-{task_id}"
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_ruby_client_deletes_results_it_read_keeps_them_on_request_and_stops_at_the_queue_limit(inference_worker):
@@ -163,10 +156,10 @@ def test_a_full_redis_refuses_producers_clearly_and_a_popped_message_is_kept_unt
         producer.send(worker.app, EMBED_TASK, args=[["no room"]])
     from_ruby = ruby("push_when_full.rb", worker.redis_url)
     assert from_ruby["error"] == "InferenceTasks::RedisFull" and "Redis is full" in from_ruby["message"]
-    wait_for(lambda: "cannot record delivered message" in worker.log(), 60, "the worker to hold the popped message")
+    wait_until(lambda: "cannot record delivered message" in worker.log(), 60, "the worker to hold the popped message")
     make_room()
     assert len(producer.collect(waiting, RESULT_TIMEOUT_S)["embeddings"]) == 3
-    wait_for(lambda: worker.successes()[waiting.id] > 0, 30, "the success log line")
+    wait_until(lambda: worker.successes()[waiting.id] > 0, 30, "the success log line")
     assert worker.successes()[waiting.id] == 1
 
 
@@ -177,10 +170,10 @@ def test_a_result_redis_refuses_is_retried_then_the_task_goes_back_to_its_queue(
     worker, client, fill, make_room = full_redis_worker
     marker = f"attempts:{uuid.uuid4().hex}"
     result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 300_000])
-    wait_for(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
+    wait_until(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
     fill()
-    wait_for(lambda: "returning it to its queue" in worker.log(), 60, "the child to give the task back")
-    wait_for(lambda: "could not requeue message" in worker.log(), 30, "the refused requeue")
+    wait_until(lambda: "returning it to its queue" in worker.log(), 60, "the child to give the task back")
+    wait_until(lambda: "could not requeue message" in worker.log(), 30, "the refused requeue")
     assert "retrying to store SUCCESS" in worker.log()
     assert client.hlen("unacked") == 1  # still recorded in Redis: the sweep can return it
     make_room()

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import time
 import uuid
 from collections import Counter
 
@@ -196,10 +195,7 @@ def test_a_child_killed_mid_task_loses_nothing(start_worker):
     marker = f"attempts:{uuid.uuid4()}"
     redis = redis_client(worker.redis_url)
     held = worker.app.send_task("tests.hold", args=[marker, 3.0])
-    deadline = time.monotonic() + RESULT_TIMEOUT_S
-    while redis.llen(marker) == 0:
-        assert time.monotonic() < deadline, "the task never started"
-        time.sleep(0.05)
+    wait_until(lambda: redis.llen(marker), RESULT_TIMEOUT_S, "the task to start")
     victim = int(redis.lindex(marker, 0))
     os.kill(victim, signal.SIGKILL)
     outcome = held.get(timeout=RESULT_TIMEOUT_S)
@@ -270,10 +266,7 @@ def test_adaptive_threads_lend_idle_cores_and_take_them_back(start_worker):
     marker = f"busy:{uuid.uuid4()}"
     held = worker.app.send_task("tests.hold", args=[marker, 4.0])
     redis = redis_client(worker.redis_url)
-    deadline = time.monotonic() + RESULT_TIMEOUT_S
-    while redis.llen(marker) == 0:
-        assert time.monotonic() < deadline, "the holding task never started"
-        time.sleep(0.05)
+    wait_until(lambda: redis.llen(marker), RESULT_TIMEOUT_S, "the holding task to start")
     busy_pid = int(redis.lindex(marker, 0))
     sharing = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert sharing["pid"] != busy_pid

@@ -11,6 +11,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from inference_tasks.batching.microbatch import CoalescedTask
+from tests.support.waiting import poll_until
 
 # Memory the leak probe keeps alive in its child, as a real leak would.
 _LEAKED: list[bytearray] = []
@@ -52,14 +53,13 @@ def result_when_redis_full(self, marker_key: str, size: int, timeout: float = 60
     `size`-byte result, so its write is refused; later attempts return at once."""
     attempt = _attempt(self.app, marker_key)
     client = redis.Redis.from_url(self.app.settings.redis_url)
-    deadline = time.monotonic() + timeout
-    while attempt == 1:
+
+    def over_maxmemory() -> bool:
         memory = client.info("memory")
-        if memory["used_memory"] > memory["maxmemory"] > 0:
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError("Redis never filled up")
-        time.sleep(0.05)
+        return memory["used_memory"] > memory["maxmemory"] > 0
+
+    if attempt == 1 and not poll_until(over_maxmemory, timeout):
+        raise RuntimeError("Redis never filled up")
     return {"attempt": attempt, "payload": "x" * size}
 
 

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from inference_tasks import create_app
 from inference_tasks.app import InferenceApp
 from inference_tasks.config import Settings
+from tests.support.waiting import poll_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER_READY_TIMEOUT_S = 120
@@ -104,14 +104,15 @@ def start_redis(
     server = RedisServer(
         "127.0.0.1", port, subprocess.Popen(args), password, "rediss" if tls else "redis", workdir / "redis.log"
     )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+
+    def accepts_connections() -> bool:
         with socket.socket() as sock:
             if sock.connect_ex((server.host, server.port)) == 0:
-                return server
-        if server.process.poll() is not None:
-            break
-        time.sleep(0.05)
+                return True
+        return server.process.poll() is not None  # exited: stop waiting, fail below
+
+    if poll_until(accepts_connections, 15) and server.process.poll() is None:
+        return server
     server.process.kill()
     raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
 
@@ -140,12 +141,13 @@ class WorkerProcess:
 
     def wait_ready(self) -> WorkerProcess:
         """Wait until this launch logged 'ready.'; stop it and raise with its log if it never does."""
-        deadline = time.monotonic() + WORKER_READY_TIMEOUT_S
-        while " ready." not in self.log()[self._log_offset :]:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"worker {self.name} did not become ready:\n{self.log()[-4000:]}")
-            time.sleep(0.2)
+
+        def ready_or_exited() -> bool:
+            return " ready." in self.log()[self._log_offset :] or self.process.poll() is not None
+
+        if not poll_until(ready_or_exited, WORKER_READY_TIMEOUT_S, poll_s=0.2) or self.process.poll() is not None:
+            self.stop()
+            raise RuntimeError(f"worker {self.name} did not become ready:\n{self.log()[-4000:]}")
         return self
 
     def log(self) -> str:

@@ -18,6 +18,7 @@ import redis
 from inference_tasks import create_app
 from inference_tasks.config import load_settings
 from inference_tasks.routing import EMBED_TASK
+from tests.support.waiting import poll_until
 
 WAIT_S = 180
 
@@ -37,14 +38,16 @@ def send(count: int, texts: int) -> dict:
 def wait(ids: list[str]) -> dict:
     client = redis.Redis.from_url(load_settings().redis_url)
     final: dict[str, dict] = {}
-    deadline = time.time() + WAIT_S
-    while len(final) < len(ids) and time.time() < deadline:
+
+    def all_final() -> bool:
         pending = [task_id for task_id in ids if task_id not in final]
         for task_id, raw in zip(pending, client.mget([f"celery-task-meta-{i}" for i in pending]), strict=True):
             meta = json.loads(raw) if raw else {}
             if meta.get("status") in ("SUCCESS", "FAILURE", "REVOKED"):
                 final[task_id] = {"status": meta["status"], "date_done": meta.get("date_done")}
-        time.sleep(0.1)
+        return len(final) == len(ids)
+
+    poll_until(all_final, WAIT_S, poll_s=0.1)
     return {"final": final, "missing": [task_id for task_id in ids if task_id not in final]}
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import redis
 
 from tests.support.localstack import MissingProgram, RedisServer, free_port, start_redis
+from tests.support.waiting import poll_until
 
 MASTER_NAME = "inference-primary"
 START_TIMEOUT_S = 30
@@ -102,9 +103,9 @@ def start_sentinel_cluster(
 
 def _wait_until_ready(cluster: SentinelCluster) -> None:
     """The replica in sync with the primary, and every sentinel seeing the replica and two peers."""
-    deadline = time.monotonic() + START_TIMEOUT_S
     replica = redis.Redis(port=cluster.replica.port, socket_timeout=2)
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         try:
             synced = replica.info("replication").get("master_link_status") == "up"
             views = []
@@ -118,9 +119,10 @@ def _wait_until_ready(cluster: SentinelCluster) -> None:
                         len(client.sentinel_sentinels(cluster.master_name)),
                     )
                 )
-            if synced and all(replicas >= 1 and peers >= 2 for replicas, peers in views):
-                return
+            return synced and all(replicas >= 1 and peers >= 2 for replicas, peers in views)
         except (OSError, redis.RedisError):
-            pass
-        time.sleep(0.1)
+            return False
+
+    if poll_until(ready, START_TIMEOUT_S, poll_s=0.1):
+        return
     raise RuntimeError("the Sentinel deployment did not come up (see the sentinel*.log files)")
