@@ -256,3 +256,30 @@ def test_a_failure_while_delivering_a_screened_message_refuses_it_instead_of_rai
     assert redis.hlen("unacked") == 0
     failed = app.AsyncResult(message["headers"]["id"])
     assert failed.state == "FAILURE" and "UnhandledMessage" in type(failed.result).__name__
+
+
+def test_a_channel_whose_transport_let_go_of_its_connection_closes_and_keeps_its_unacked_record(fresh_redis_url):
+    """kombu's close restores unacked messages through a new pool built from the transport's connection;
+    once the transport has let go of it (seen after a Sentinel primary was killed: the whole worker
+    exited on an AttributeError), the channel closes anyway and the message stays recorded in Redis
+    for the visibility sweep."""
+    from kombu import Consumer, Exchange, Queue
+
+    url = fresh_redis_url()
+    app = producer_app(url)
+    redis = redis_client(url)
+    held: list[object] = []
+    queue = Queue("inference", Exchange("inference"), routing_key="inference")
+    connection = app.connection_for_read()
+    try:
+        with Consumer(connection, [queue], callbacks=[lambda body, message: held.append(message)], accept=["json"]):
+            redis.lpush("inference", encode(task_message("inference.embed", [["a"]])))
+            connection.drain_events(timeout=10)
+            assert len(held) == 1 and redis.hlen("unacked") == 1
+            channel = connection.default_channel
+            connection.transport.client = None  # what kombu's Connection._do_close_transport leaves
+            channel.close()
+        assert channel.closed and redis.hlen("unacked") == 1 and redis.llen("inference") == 0
+    finally:
+        connection.transport.client = connection
+        connection.release()

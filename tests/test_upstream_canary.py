@@ -29,6 +29,10 @@ PINNED: dict[str, tuple[str, str]] = {
     "kombu.transport.redis:QoS._remove_from_indices": ("980a109d54ad9136", "qos.QoS.write_acks"),
     "kombu.transport.redis:QoS.pipe_or_acquire": ("ad7f549d96c81107", "qos.QoS.write_acks"),
     "kombu.transport.redis:Channel.close": ("101e9b9cdad44b88", "transport.Channel.close (pending acks first)"),
+    "kombu.transport.redis:Channel._connparams": (
+        "e9a4295085a8fb90",
+        "transport.Channel.close (a transport that let go of its connection has no client to read)",
+    ),
     "kombu.transport.virtual.base:Channel.close": (
         "26368e1cadfc4ff9",
         "transport.Channel.close (what is restored: only messages not acked locally)",
