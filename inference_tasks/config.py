@@ -168,11 +168,13 @@ class Settings:
     backend: str = "torch"
     openvino_precision: str = "auto"
     # Where `export-model` writes (and workers read) exported models; unset: the user's cache
-    # directory ($XDG_CACHE_HOME or ~/.cache)/inference_tasks.
+    # directory ($XDG_CACHE_HOME, which from_env reads, or ~/.cache)/inference_tasks.
     model_cache: str | None = None
     profile: str = "auto"
-    concurrency: int = field(default_factory=available_cores)
-    trainer_threads: int = field(default_factory=available_cores)
+    # from_env: every usable core (cores.py) unless set; Settings built by hand (tests) probe no
+    # hardware and get one.
+    concurrency: int = 1
+    trainer_threads: int = 1
     pin_threads: bool = True
     # Load the model once in the worker's main process (threads pinned, no forward pass) so
     # children start from a copy-on-write image and only warm up; off: each child loads it.
@@ -253,8 +255,7 @@ class Settings:
         """Where exported models live (INFERENCE_MODEL_CACHE, else the user's cache directory)."""
         if self.model_cache:
             return Path(self.model_cache).expanduser()
-        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        return Path(base) / "inference_tasks"
+        return Path.home() / ".cache" / "inference_tasks"
 
     @property
     def uses_sentinel(self) -> bool:
@@ -276,11 +277,16 @@ class Settings:
             if raw is None or raw == "":
                 continue
             values[name] = _parse(ENV_PREFIX + name.upper(), raw, kind)
+        if "model_cache" not in values and environ.get("XDG_CACHE_HOME"):
+            values["model_cache"] = str(Path(environ["XDG_CACHE_HOME"]) / "inference_tasks")
+        cores = available_cores()
         device = str(values.get("device", DEFAULT_DEVICE))
         if "concurrency" not in values and device != devices.CPU and devices.is_valid_device(device):
             gpus = devices.gpus_on_this_host(environ)
             per_gpu = int(values.get("children_per_gpu", DEFAULT_CHILDREN_PER_GPU))  # type: ignore[call-overload]  # parsed as int above
-            values["concurrency"] = devices.default_concurrency(device, gpus, per_gpu, available_cores())
+            values["concurrency"] = devices.default_concurrency(device, gpus, per_gpu, cores)
+        values.setdefault("concurrency", cores)
+        values.setdefault("trainer_threads", cores)
         return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type by _parse
 
 

@@ -16,6 +16,19 @@ from inference_tasks.config import (
 from inference_tasks.cores import available_cores
 
 
+def test_settings_built_by_hand_probe_no_hardware_and_read_no_environment(monkeypatch):
+    """Only from_env reads the environment and the cores: Settings() gives one child and one trainer
+    thread whatever the host, and XDG_CACHE_HOME counts only when from_env reads it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", "/elsewhere")
+    by_hand = Settings()
+    assert (by_hand.concurrency, by_hand.trainer_threads) == (1, 1)
+    assert by_hand.model_cache_dir == Path.home() / ".cache" / "inference_tasks"
+    read = Settings.from_env({"XDG_CACHE_HOME": "/var/cache"})
+    assert read.model_cache_dir == Path("/var/cache/inference_tasks")
+    assert (read.concurrency, read.trainer_threads) == (available_cores(), available_cores())
+    assert Settings.from_env({"XDG_CACHE_HOME": "/x", "INFERENCE_MODEL_CACHE": "/srv"}).model_cache_dir == Path("/srv")
+
+
 def test_defaults_without_any_environment():
     """An empty environment gives the documented local defaults."""
     settings = Settings.from_env({})
