@@ -170,7 +170,7 @@ def test_a_child_runs_at_most_its_task_limit_even_when_its_tasks_come_in_a_micro
     child process runs more than 5."""
     worker = start_worker(concurrency=1, include="tests.worker_probes", max_tasks_per_child=5)
     redis = redis_client(worker.redis_url)
-    # A first embed opens the batcher's extra unit of the prefetch window (microbatch.py), so tasks
+    # A first embed opens the batcher's extra unit of the prefetch window (batching/batcher.py), so tasks
     # are taken from the queue and held while the only child is busy.
     worker.app.send_task(EMBED_TASK, args=[["the first text"]]).get(timeout=RESULT_TIMEOUT_S)
     gate = f"gate:{uuid.uuid4()}"
@@ -184,8 +184,17 @@ def test_a_child_runs_at_most_its_task_limit_even_when_its_tasks_come_in_a_micro
     log = worker.log()
     assert "coalesced 12 tasks (12 texts) into one job" in log
     assert re.search(r"recycle limit: running [1-3] tasks of this batch, \d+ go on alone", log), log[-3000:]
-    per_child = Counter(re.findall(r"/(ForkPoolWorker-\d+)\] Task [\w.]+\[[\w-]+\] succeeded", log))
-    assert sum(per_child.values()) == 14, per_child  # the first embed, the gate task and the 12
+
+    def successes_per_child() -> Counter:
+        return Counter(re.findall(r"/(ForkPoolWorker-\d+)\] Task [\w.]+\[[\w-]+\] succeeded", worker.log()))
+
+    def all_fourteen_logged() -> Counter | None:
+        counts = successes_per_child()
+        return counts if sum(counts.values()) == 14 else None
+
+    # A child logs "succeeded" just after storing the result: wait for all 14 (the first embed, the
+    # gate task and the 12) before counting them per child.
+    per_child = wait_until(all_fourteen_logged, 30, "every success line", details=lambda: str(successes_per_child()))
     assert max(per_child.values()) <= 5 and len(per_child) >= 3, per_child
 
 
