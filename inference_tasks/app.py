@@ -35,7 +35,7 @@ TASK_MODULES = [
 # task events published on a timer.
 CONSUMER_STEPS = (
     "inference_tasks.broker.leases:LeaseRenewal",
-    "inference_tasks.batching.microbatch:StopBatchingOnConsumerStop",
+    "inference_tasks.batching.strategy:StopBatchingOnConsumerStop",
     "inference_tasks.worker.task_events:FlushTaskEventsOnATimer",
 )
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}

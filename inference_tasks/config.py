@@ -44,7 +44,7 @@ DEFAULT_MAX_TASKS_PER_CHILD_JITTER = 0.25
 # room for big batches and only recycles a child that really leaks.
 DEFAULT_MAX_MEMORY_PER_CHILD_MB = 2048
 DEFAULT_MAX_BATCH_TEXTS = 256
-# Micro-batching (microbatch.py): small embed/classify tasks wait in the worker's main process
+# Micro-batching (batching/batcher.py): small embed/classify tasks wait in the worker's main process
 # at most this long, or until they add up to this many texts, then share one encode; 5 ms is small
 # next to a task's ~10 ms round trip. 64 rather than 32 (measured 2026-12-01, one-text bursts on one
 # worker CPU, alternated): +8 % tasks/s on OpenVINO, +14 % on torch with a lower p50 and p95

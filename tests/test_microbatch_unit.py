@@ -1,4 +1,4 @@
-"""The micro-batcher's decisions (microbatch.py) against stand-ins for Celery's consumer parts.
+"""The micro-batcher's decisions (batching/batcher.py) against stand-ins for Celery's consumer parts.
 
 What is checked here is pure bookkeeping: when a batch is flushed, what goes to the pool, and
 that the prefetch window always returns to where it was. Queue behaviour (acks, redelivery,
@@ -14,7 +14,8 @@ import pytest
 from billiard.einfo import ExceptionInfo
 
 from inference_tasks.batching.batch_job import run_batch
-from inference_tasks.batching.microbatch import Batcher, planned_encode
+from inference_tasks.batching.batcher import Batcher
+from inference_tasks.batching.plan import planned_encode
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
 from inference_tasks.worker.pool import JobNotSent
 

@@ -122,7 +122,7 @@ PINNED: dict[str, tuple[str, str]] = {
         "6ac575c063cd7a2a",
         "recycling.RecyclingWorker.on_loop_start (calls it: WORKER_UP)",
     ),
-    "celery.worker.strategy:default": ("7d90575ada5eb1dc", "microbatch.strategy (wraps Celery's default strategy)"),
+    "celery.worker.strategy:default": ("7d90575ada5eb1dc", "strategy.strategy (wraps Celery's default strategy)"),
     "celery.app.trace:build_tracer": (
         "b2945aec38e1872e",
         "batch_job.run_batch and result_backend (Reject out of mark_as_done)",

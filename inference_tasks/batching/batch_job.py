@@ -1,6 +1,6 @@
 """Micro-batching, child side: one encode for a batch of tasks, then Celery's own tracer for each.
 
-The main process (microbatch.py) sends a prefork child one job holding several small tasks.
+The main process (batcher.py) sends a prefork child one job holding several small tasks.
 Here their texts are encoded together in one forward pass per normalize flag; then each task
 runs through the same tracer Celery uses for a lone task (task_prerun, STARTED, the task body
 with its own validation, the result stored in the backend, task_success/failure, Sidekiq

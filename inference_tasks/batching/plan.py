@@ -1,8 +1,8 @@
 """The hand-off between the two sides of micro-batching: what each task of a batch will encode.
 
-The worker's main process (microbatch.py) plans it from each request's arguments; the child that
+The worker's main process (batcher.py) plans it from each request's arguments; the child that
 runs the batch (batch_job.py) encodes the plans together. Neither side imports the other's code
-for it, so the two stay one-directional: microbatch -> batch_job, both -> plan.
+for it, so the two stay one-directional: batcher -> batch_job, both -> plan.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 class Consumer(CeleryConsumer):
     """`worker_consumer` of this app."""
 
+    # (the connection it serves, the micro-batcher) for the coalesced tasks (batching/strategy.py):
+    # state of this consumer, replaced when it reconnects.
+    inference_batcher: tuple[Any, Any] | None = None
+
     def create_task_handler(self, promise: Any = vine_promise) -> Callable[[Any], Any]:
         handle_message = super().create_task_handler(promise)
 

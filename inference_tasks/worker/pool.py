@@ -120,7 +120,7 @@ class LastTaskAwareAsynPool(AsynPool):
     Worker = RecyclingWorker
     _event_loop: Any = None
     # Called (on the event loop) each time a child finishes a job and can take another:
-    # the micro-batcher (microbatch.py) hands over a batch it held while every child was busy.
+    # the micro-batcher (batching/batcher.py) hands over a batch it held while every child was busy.
     on_child_free: list[Callable[[], None]]
 
     # Children that exited and were replaced since the worker started (recycles and crashes),

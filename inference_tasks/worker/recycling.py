@@ -8,7 +8,7 @@ random limit per child, drawn again by each replacement, keeps recycles spread o
 billiard counts pool jobs towards that limit, and a micro-batch is one job of up to 64 tasks: a
 limit meant to bound a leak let a child run up to 64 times as many tasks. Here the limit counts
 tasks: a child never runs more than its limit (a batch that would take it past it runs only what
-is left, and the main process sends the rest on as jobs of their own: batch_job.py, microbatch.py).
+is left, and the main process sends the rest on as jobs of their own: batch_job.py, batcher.py).
 """
 
 from __future__ import annotations

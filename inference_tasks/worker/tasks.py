@@ -8,7 +8,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from inference_tasks import codec
-from inference_tasks.batching.microbatch import CoalescedTask
+from inference_tasks.batching.strategy import CoalescedTask
 from inference_tasks.clients.connections import broker_redis
 from inference_tasks.ml import store
 from inference_tasks.routing import (
