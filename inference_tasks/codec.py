@@ -1,9 +1,9 @@
 """The result codec: plain JSON, written and read with orjson because embeddings are big.
 
-A 64 x 384 embedding result is ~0.5 MB of JSON numbers. Python's json (through kombu) took
-17-25 ms to write it in the child and 10-13 ms to read it in the producer, ~5 % of a pinned
-child's time per request (profiled): the queue hop cost more than it must. orjson writes the
-same JSON text in 0.8 ms and reads it in 1.3 ms. Only results use it: task messages keep
+A 64 x 384 embedding result is ~0.5 MB of JSON numbers. Python's json (through kombu) made the
+queue hop cost a visible share of a pinned child's time per request; orjson writes the same JSON
+text an order of magnitude faster (figures: docs/benchmarks.md, "Figures behind the code"). Only
+results use it: task messages keep
 kombu's json (what Ruby and every other producer send). Results stay plain JSON in Redis, so
 any client reads them with any JSON parser; the content type name only tells our apps which
 codec to use.

@@ -46,10 +46,9 @@ DEFAULT_MAX_MEMORY_PER_CHILD_MB = 2048
 DEFAULT_MAX_BATCH_TEXTS = 256
 # Micro-batching (batching/batcher.py): small embed/classify tasks wait in the worker's main process
 # at most this long, or until they add up to this many texts, then share one encode; 5 ms is small
-# next to a task's ~10 ms round trip. 64 rather than 32 (measured 2026-12-01, one-text bursts on one
-# worker CPU, alternated): +8 % tasks/s on OpenVINO, +14 % on torch with a lower p50 and p95
-# (torch p95 10.6 -> 9.4 s for 2,000 tasks): half the pool jobs, and the encode's length-sorted
-# sub-batches pad less. A lone task never waits for more (a batch only forms from waiting tasks).
+# next to a task's round trip. 64 rather than 32: more tasks/s with one-text bursts on both runtimes,
+# with a lower p50 and p95 (half the pool jobs, and the encode's length-sorted sub-batches pad less;
+# figures: docs/benchmarks.md). A lone task never waits for more (a batch only forms from waiting tasks).
 # 0 turns it off (one encode per task).
 DEFAULT_MICROBATCH_MAX_TEXTS = 64
 DEFAULT_MICROBATCH_WAIT_MS = 5.0
@@ -71,7 +70,7 @@ DEFAULT_RESULT_WRITE_PATIENCE_S = 30.0
 # Task events buffered in the worker go out this often, in one message (worker/task_events.py).
 DEFAULT_TASK_EVENTS_FLUSH_MS = 250
 # Celery kills a child that has not signalled "up" within this time (default 4 s). A child
-# loads and warms the model before that signal: ~1 s measured here, far more on a busy host.
+# loads and warms the model before that signal, which takes seconds on a busy host.
 DEFAULT_PROC_ALIVE_TIMEOUT_S = 60.0
 DEFAULT_SOFT_TIME_LIMIT_S = 300
 DEFAULT_TIME_LIMIT_S = 330

@@ -93,5 +93,5 @@ class CoalescedTask(GuardedTask):
     Strategy = "inference_tasks.batching.strategy:strategy"
     # The result's repr in the success log line and in Flower's task-succeeded event. Celery renders
     # it for every task, and at its default 1,024 characters of vector numbers a one-text task's
-    # child spent ~9 % of its time there (profiled); 256 show the same start of the result.
+    # child spent a visible share of its time there (docs/benchmarks.md); 256 show the same start.
     resultrepr_maxsize = 256

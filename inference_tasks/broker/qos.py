@@ -40,8 +40,8 @@ class QoS(kombu_redis.QoS):
 
     Two round-trip savings on the worker's main process, which handles every message:
     - the unacked record (ZADD to the index, HSET of the message) goes in a plain pipeline, not
-      MULTI/EXEC: both writes are idempotent, and a retry rewrites both (kombu's transaction cost
-      a third of the main process's Python time per one-text task, profiled);
+      MULTI/EXEC: both writes are idempotent, and a retry rewrites both (kombu's transaction was
+      a large share of the main process's Python time per one-text task: docs/benchmarks.md);
     - acks made on the worker's event loop are written together once the loop's current callbacks
       are done (a zero-delay timer): a micro-batch's tasks, acked one by one by Celery, cost one
       round trip. A channel that closes writes what is pending first.
@@ -75,8 +75,8 @@ class QoS(kombu_redis.QoS):
     def _record_unacked(self, message: Any, delivery_tag: str) -> None:
         """kombu's QoS.append with a plain pipeline instead of a transaction (pinned, docs/upstream.md)."""
         delivery = message.delivery_info
-        # The same JSON kombu writes (it reads it back with its json), by orjson: ~7 % of the main
-        # process's Python time per message with the standard library's encoder.
+        # The same JSON kombu writes (it reads it back with its json), by orjson: the standard
+        # library's encoder was a visible share of the main process's time per message.
         record = codec.dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         with self.channel.conn_or_acquire() as client:
             pipe = client.pipeline(transaction=False)

@@ -162,7 +162,7 @@ class ResultStore(_MixedInto):
         if len(value) <= LUA_MAX_VALUE_BYTES:
             return bool(self.client.eval(SET_UNLESS_SUCCEEDED, 1, key, value, lifetime))
         # Celery's own two steps: Lua copies its arguments, and for a big value (a 64-text JSON
-        # result is ~515 KB) that cost Redis 0.6 ms instead of 0.2-0.3 (measured).
+        # result is ~515 KB) that cost Redis more than the two plain commands (docs/benchmarks.md).
         current = self.get(key)
         if current and self.decode_result(current).get("status") == states.SUCCESS:
             return False

@@ -108,9 +108,10 @@ class Channel(kombu_redis.Channel):
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         """kombu builds a new redis.Redis for every ack, every message's unacked bookkeeping and every
-        event published (each with a fresh table of ~200 response callbacks): profiled at ~10 % of
-        a busy worker's main process. One client per connection pool serves them all; redis-py
-        clients are safe to share (each command borrows a connection from the pool)."""
+        event published (each with a fresh table of ~200 response callbacks), a visible share of a
+        busy worker's main process (docs/benchmarks.md, "Figures behind the code"). One client per
+        connection pool serves them all; redis-py clients are safe to share (each command borrows a
+        connection from the pool)."""
         if asynchronous:
             return super()._create_client(asynchronous=True)
         pool = self.pool

@@ -39,8 +39,8 @@ POOLING_MODULE = "sentence_transformers.models.Pooling"
 POOLING_KEYS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens"}
 # OpenVINO's CPU plugin: one stream, latency first; threads come from the child's budget. CPU
 # pinning off: each process pins its threads from the first core of its affinity mask, so every
-# one-thread child landed on the same core (measured here: 2 children, 492 sentences/s each pinned,
-# 918 each unpinned). The kernel spreads one thread per child across cores by itself.
+# one-thread child landed on the same core, at about half the speed (docs/benchmarks.md, "Figures
+# behind the code"). The kernel spreads one thread per child across cores by itself.
 BASE_CONFIG = {"NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
 
 

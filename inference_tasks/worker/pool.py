@@ -3,8 +3,8 @@
 Celery's parent marks a child available the moment it reports a result and writes the next
 job into that child's pipe. A child that has just finished its last allowed task (its recycle
 limit, recycling.py) exits without reading it; the job then waits for the exit to be noticed
-and for the replacement child, ~1 s per recycle (measured: 12-15 % of throughput at 50 tasks
-per child). Here a child flags "this is my last task" in memory shared with the parent before
+and for the replacement child, with the slot empty at every recycle (figures: docs/benchmarks.md,
+"Figures behind the code"). Here a child flags "this is my last task" in memory shared with the parent before
 it runs that task, and the parent keeps such a child marked busy, so the job goes to a sibling
 or waits for the replacement, which is forked as soon as the old child is gone.
 """
@@ -239,10 +239,10 @@ class LastTaskAwareAsynPool(AsynPool):
     def _replace_when_gone(self, process_ref: Any, give_up_at: float) -> None:
         """Reap the leaving child and fork its replacement as soon as it has exited.
 
-        The pool normally notices an exit through the child's sentinel on the event loop, but
-        measured here a recycled child often stayed unreaped until the next pool event (0.3 s,
-        up to 1.3 s when a sibling's exit was the next event) with its slot empty. Polling its
-        exit status every 10 ms while it leaves costs nothing next to that.
+        The pool normally notices an exit through the child's sentinel on the event loop, but a
+        recycled child often stayed unreaped until the next pool event, with its slot empty
+        (docs/benchmarks.md, "Figures behind the code"). Polling its exit status every 10 ms
+        while it leaves costs nothing next to that.
         """
         process = process_ref()
         if process is None or self._event_loop is None or process not in self._pool:

@@ -2,8 +2,8 @@
 
 Celery's worker already buffers task events (task-received, task-started, task-succeeded) and
 publishes each buffer as one `task.multi` message, but it flushes at the next turn of the event
-loop, and a busy worker's loop turns once per message: one PUBLISH per task, about a quarter of the
-main process's CPU with one-text tasks (profiled: 0.13 of 0.49 ms per task, plus Redis' side).
+loop, and a busy worker's loop turns once per message: one PUBLISH per task, a large share of the
+main process's CPU with one-text tasks (figures: docs/benchmarks.md, "Figures behind the code").
 Here the buffer is flushed every INFERENCE_TASK_EVENTS_FLUSH_MS (or when it holds
 BUFFER_LIMIT events), so one PUBLISH carries every event of that interval.
 
