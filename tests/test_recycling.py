@@ -49,11 +49,33 @@ def test_the_pool_gives_its_children_the_task_counting_loop():
 
 
 def test_a_child_flags_its_last_task_in_memory_shared_with_the_parent():
-    """pool.py: the flag a child sets before its last task is what the parent reads on its result."""
-    from inference_tasks.worker import pool
+    """slots.py: the flag a child sets for its last job is what the parent reads on its result; a slot
+    outside the table is refused (and reported), and before the table exists nothing is shared."""
+    from inference_tasks.worker.slots import Slots
 
-    pool.flag_last_task(3, True)
-    assert pool.is_running_last_task(3) and not pool.is_running_last_task(4)
-    pool.flag_last_task(3, False)
-    assert not pool.is_running_last_task(3)
-    assert not pool.is_running_last_task(None) and not pool.is_running_last_task(pool.MAX_POOL_SLOTS)
+    unallocated = Slots()
+    unallocated.flag_last_task(0, True)
+    assert not unallocated.is_running_last_task(0) and unallocated.compute_threads(0) == 0
+    slots = Slots()
+    slots.allocate(4)
+    slots.flag_last_task(3, True)
+    assert slots.is_running_last_task(3) and not slots.is_running_last_task(2)
+    slots.flag_last_task(3, False)
+    assert not slots.is_running_last_task(3)
+    assert not slots.is_running_last_task(None) and not slots.is_running_last_task(4)
+    slots.record_device(1, "cuda:1", 512)
+    slots.record_precision(1, "bf16")
+    slots.record_compute_threads(1, 1)
+    assert (slots.device_of(1), slots.precision_of(1), slots.compute_threads(1)) == (("cuda:1", 512), "bf16", 1)
+    assert slots.device_of(0) == ("cpu", 0) and slots.precision_of(0) is None
+
+
+def test_the_slot_table_fits_the_most_children_the_worker_may_run():
+    """slots.most_children: the concurrency, or the autoscaler's maximum when that is more."""
+    from types import SimpleNamespace
+
+    from inference_tasks.worker.slots import most_children
+
+    assert most_children(SimpleNamespace(concurrency=2, options={})) == 2
+    assert most_children(SimpleNamespace(concurrency=2, options={"autoscale": "10,3"})) == 10
+    assert most_children(SimpleNamespace(concurrency=4, options={"autoscale": (3, 1)})) == 4

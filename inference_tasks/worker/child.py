@@ -28,7 +28,7 @@ class ChildRecord:
     batches_run: int = 0
     batched_tasks: int = 0
     largest_batch: int = 0
-    # This prefork child's stable pool index (pool.py); None in the main or a solo process.
+    # This prefork child's stable pool index (slots.py); None in the main or a solo process.
     pool_slot: int | None = None
     # This child's own recycle limit in tasks (recycling.py), if it has one.
     task_limit: int | None = None

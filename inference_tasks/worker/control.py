@@ -19,9 +19,10 @@ from celery.worker.control import inspect_command
 
 from inference_tasks import devices
 from inference_tasks.cores import available_cores
-from inference_tasks.worker import gpu, pool, threads
+from inference_tasks.worker import gpu, threads
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.models import HOLDER
+from inference_tasks.worker.slots import SLOTS
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +51,15 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         if process.pid is None:
             continue
         slot = getattr(process, "index", None)
-        device, gpu_memory_mib = pool.device_of(slot)
+        device, gpu_memory_mib = SLOTS.device_of(slot)
         children.append(
             {
                 **_process_facts(process.pid),
                 "slot": slot,
-                "compute_threads": pool.compute_threads(slot),
+                "compute_threads": SLOTS.compute_threads(slot),
                 "device": device,
                 "gpu_memory_mib": gpu_memory_mib,
-                "precision": pool.precision_of(slot),
+                "precision": SLOTS.precision_of(slot),
             }
         )
     # The solo pool (the trainer may run it): the main process runs the tasks itself.

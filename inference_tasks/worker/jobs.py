@@ -8,16 +8,17 @@ micro-batch, so it lives apart from both.
 from __future__ import annotations
 
 from inference_tasks import devices
-from inference_tasks.worker import gpu, pool, recycling, thread_budget
+from inference_tasks.worker import gpu, recycling, thread_budget
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.models import HOLDER
+from inference_tasks.worker.slots import SLOTS
 
 
 def record_device() -> None:
-    """Tell the main process (pool.py shared memory) this child's device, CUDA memory and precision."""
+    """Tell the main process (slots.py shared memory) this child's device, CUDA memory and precision."""
     device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
-    pool.record_device(CHILD.pool_slot, device, gpu.gpu_memory_mib(device))
-    pool.record_precision(CHILD.pool_slot, HOLDER.embedder.precision if HOLDER.embedder is not None else None)
+    SLOTS.record_device(CHILD.pool_slot, device, gpu.gpu_memory_mib(device))
+    SLOTS.record_precision(CHILD.pool_slot, HOLDER.embedder.precision if HOLDER.embedder is not None else None)
 
 
 def job_starts() -> None:
@@ -43,7 +44,7 @@ def job_ends() -> None:
     """
     CHILD.jobs_done += 1
     if CHILD.task_limit is not None:
-        pool.flag_last_task(CHILD.pool_slot, recycling.tasks_left(CHILD) == 0)
+        SLOTS.flag_last_task(CHILD.pool_slot, recycling.tasks_left(CHILD) == 0)
     if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
         record_device()
     if thread_budget.BUDGET is not None and CHILD.pool_slot is not None:

@@ -4,9 +4,10 @@ Celery's parent marks a child available the moment it reports a result and write
 job into that child's pipe. A child that has just finished its last allowed task (its recycle
 limit, recycling.py) exits without reading it; the job then waits for the exit to be noticed
 and for the replacement child, with the slot empty at every recycle (figures: docs/benchmarks.md,
-"Figures behind the code"). Here a child flags "this is my last task" in memory shared with the parent before
-it runs that task, and the parent keeps such a child marked busy, so the job goes to a sibling
-or waits for the replacement, which is forked as soon as the old child is gone.
+"Figures behind the code"). Here a child flags "this was my last job" in memory shared with the
+parent (slots.py) before it reports the job's result, and the parent keeps such a child marked
+busy, so the next job goes to a sibling or waits for the replacement, which is forked as soon as
+the old child is gone.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from multiprocessing.sharedctypes import RawArray
 from typing import Any
 from weakref import ref
 
@@ -24,85 +24,9 @@ from celery.concurrency.asynpool import AsynPool
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 
 from inference_tasks.worker.recycling import RecyclingWorker
+from inference_tasks.worker.slots import SLOTS
 
 logger = logging.getLogger(__name__)
-
-# One flag per pool index (stable across recycles); created at import in the worker's main
-# process, before any child is forked, so every child writes to the same memory.
-MAX_POOL_SLOTS = 1024
-_LAST_TASK = RawArray("b", MAX_POOL_SLOTS)
-# The native compute threads each slot's child was pinned to, written by the child at start and
-# read by the main process for `doctor` and the metrics exporter (control.py); 0 = not yet known.
-_COMPUTE_THREADS = RawArray("i", MAX_POOL_SLOTS)
-# Each slot's device (-1: CPU, N: cuda:N) and the CUDA memory its child's torch holds (MiB),
-# written by the child (at start; after each job), read the same way.
-_DEVICE_INDEX = RawArray("i", [-1] * MAX_POOL_SLOTS)
-_GPU_MEMORY_MIB = RawArray("i", MAX_POOL_SLOTS)
-# The numeric precision each slot's model computes in (the runtime's own choice for OpenVINO's
-# "auto"), written by the child once its model is ready; index into PRECISIONS, 0 = not yet known.
-PRECISIONS = ("", "f32", "bf16", "f16")
-_PRECISION = RawArray("b", MAX_POOL_SLOTS)
-
-
-def this_childs_slot() -> int | None:
-    """This prefork child's pool index: stable, a replacement child gets the index it replaces.
-
-    Keys the shared per-slot memory (the last-task flags here, thread_budget.py's counts);
-    read once per child (signals.py keeps it on the model holder).
-    """
-    from billiard.process import current_process
-
-    return getattr(current_process(), "index", None)
-
-
-def flag_last_task(slot: int | None, last: bool) -> None:
-    """Called in a child: say whether the task it is about to run is its last one."""
-    if slot is not None and 0 <= slot < MAX_POOL_SLOTS:
-        _LAST_TASK[slot] = 1 if last else 0
-
-
-def is_running_last_task(slot: int | None) -> bool:
-    return slot is not None and 0 <= slot < MAX_POOL_SLOTS and bool(_LAST_TASK[slot])
-
-
-def record_compute_threads(slot: int | None, count: int) -> None:
-    """Called in a child once its pools are pinned: how many threads one parallel region may run."""
-    if slot is not None and 0 <= slot < MAX_POOL_SLOTS:
-        _COMPUTE_THREADS[slot] = count
-
-
-def compute_threads(slot: int | None) -> int:
-    """What the child in `slot` recorded (read in the main process); 0 if it has not yet."""
-    return _COMPUTE_THREADS[slot] if _valid(slot) else 0
-
-
-def record_device(slot: int | None, device: str, gpu_memory_mib: int = 0) -> None:
-    """Called in a child: the device it placed its model on, and its CUDA memory now."""
-    if _valid(slot):
-        _DEVICE_INDEX[slot] = int(device.split(":", 1)[1]) if device.startswith("cuda:") else -1
-        _GPU_MEMORY_MIB[slot] = gpu_memory_mib
-
-
-def device_of(slot: int | None) -> tuple[str, int]:
-    """The device the child in `slot` recorded and its CUDA memory in MiB (read in the main process)."""
-    if not _valid(slot) or _DEVICE_INDEX[slot] < 0:
-        return "cpu", 0
-    return f"cuda:{_DEVICE_INDEX[slot]}", _GPU_MEMORY_MIB[slot]
-
-
-def record_precision(slot: int | None, precision: str | None) -> None:
-    """Called in a child once its model is ready: the precision it computes in."""
-    if _valid(slot):
-        _PRECISION[slot] = PRECISIONS.index(precision) if precision in PRECISIONS else 0
-
-
-def precision_of(slot: int | None) -> str | None:
-    """What the child in `slot` recorded (read in the main process); None if nothing yet."""
-    return (PRECISIONS[_PRECISION[slot]] or None) if _valid(slot) else None
-
-
-def _valid(slot: int | None) -> bool:
-    return slot is not None and 0 <= slot < MAX_POOL_SLOTS
 
 
 class JobNotSent(RuntimeError):
@@ -152,7 +76,7 @@ class LastTaskAwareAsynPool(AsynPool):
 
     def on_job_ready(self, job: Any, i: int, obj: Any, inqW_fd: int) -> None:
         process = self._fileno_to_inq.get(inqW_fd)
-        if process is not None and is_running_last_task(getattr(process, "index", None)):
+        if process is not None and SLOTS.is_running_last_task(getattr(process, "index", None)):
             self._replace_when_gone(ref(process), time.monotonic() + REAP_CHECK_FOR_S)
             return  # stays busy: it is leaving; the pool replaces it when it exits
         super().on_job_ready(job, i, obj, inqW_fd)

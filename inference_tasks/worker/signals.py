@@ -34,14 +34,15 @@ from inference_tasks.clients import queue_state
 from inference_tasks.clients.connections import broker_redis
 from inference_tasks.worker import (
     control,  # noqa: F401 - registers the `inference_processes` remote control command
-    pool,
     recycling,
+    slots,
     thread_budget,
     threads,
 )
 from inference_tasks.worker.child import CHILD
 from inference_tasks.worker.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED, place_model
+from inference_tasks.worker.slots import SLOTS
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         return
     settings = sender.app.settings
     prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
+    if prefork:  # before any child is forked, so they all share it; sized to the most children
+        SLOTS.allocate(slots.most_children(sender))
     CHILD.profile = settings.profile
     if CHILD.profile == "auto":
         CHILD.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
@@ -166,8 +169,8 @@ def pin_threads_and_load_model(**_: Any) -> None:
         return
     settings = current_app.settings
     if CHILD.main_pid not in (None, os.getpid()):
-        CHILD.pool_slot = pool.this_childs_slot()
-        pool.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
+        CHILD.pool_slot = slots.this_childs_slot()
+        SLOTS.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
     if CHILD.profile is None:  # started by something other than `celery worker`
         CHILD.profile = PROFILE_INFERENCE
         CHILD.threads = 1 if settings.pin_threads else None
@@ -177,7 +180,7 @@ def pin_threads_and_load_model(**_: Any) -> None:
     place_model(HOLDER, settings, CHILD.pool_slot, CHILD.threads)
     HOLDER.warm_up()
     # After the warm-up, when every native pool this child will use has started.
-    pool.record_compute_threads(CHILD.pool_slot, threads.compute_threads(getattr(HOLDER.embedder, "threads", None)))
+    SLOTS.record_compute_threads(CHILD.pool_slot, threads.compute_threads(getattr(HOLDER.embedder, "threads", None)))
     record_device()
     CHILD.ready_seconds = threads.process_age_seconds()
     if HOLDER.embedder is not None:
