@@ -43,8 +43,7 @@ def job_ends() -> None:
     (its tasks are spent, recycling.py).
     """
     CHILD.jobs_done += 1
-    if CHILD.task_limit is not None:
-        SLOTS.flag_last_task(CHILD.pool_slot, recycling.tasks_left(CHILD) == 0)
+    SLOTS.flag_last_task(CHILD.pool_slot, recycling.tasks_left(CHILD) == 0)  # None (no limit): never last
     if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
         record_device()
     if thread_budget.BUDGET is not None and CHILD.pool_slot is not None:
