@@ -138,3 +138,35 @@ def test_producer_side_redis_helpers_import_no_broker_or_worker_code() -> None:
 def test_test_and_benchmark_helpers_are_not_shipped() -> None:
     names = set(modules())
     assert not {"inference_tasks.localstack", "inference_tasks.wire"} & names
+
+
+# Module-level assignments that hold no state: loggers, compiled patterns, frozen sets, paths.
+STATELESS_CALLS = {"getLogger", "compile", "frozenset", "Path", "bytes", "list", "create_app", "_env_kinds"}
+
+
+def module_state(name: str, source: str) -> list[str]:
+    """Module-level assignments in module `name` that could hold mutable state: an instance built at
+    import, or a name annotated without a literal value (filled in later)."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call):
+            call = node.value.func
+            called = call.attr if isinstance(call, ast.Attribute) else getattr(call, "id", "")
+            if called not in STATELESS_CALLS:
+                found.append(f"{name}: {ast.unparse(node)}")
+        elif isinstance(node, ast.AnnAssign) and (node.value is None or ast.unparse(node.value) == "None"):
+            found.append(f"{name}: {ast.unparse(node)}")
+    return found
+
+
+def test_worker_state_lives_only_in_the_worker_context() -> None:
+    """No module builds worker state at import (a model holder, shared memory, a budget): the one
+    worker context (worker/context.py) is the only module-level slot for it."""
+    state = [line for name, path in sorted(modules().items()) for line in module_state(name, path.read_text())]
+    assert state == ["inference_tasks.worker.context: _current: WorkerContext | None = None"]
+
+
+def test_the_state_finder_finds_an_instance_built_at_import() -> None:
+    """A module that builds a holder or leaves a slot for a budget at import is reported; a logger is not."""
+    source = "import logging\nlogger = logging.getLogger(__name__)\nHOLDER = ModelHolder()\nBUDGET: int | None = None\n"
+    assert module_state("planted", source) == ["planted: HOLDER = ModelHolder()", "planted: BUDGET: int | None = None"]

@@ -25,17 +25,16 @@ from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
 from inference_tasks.batching.plan import NOT_RUN, PlannedEncode
-from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.context import current
 from inference_tasks.worker.jobs import job_ends, job_starts
-from inference_tasks.worker.models import HOLDER, PreEncoded
+from inference_tasks.worker.models import Embedder, PreEncoded
 from inference_tasks.worker.recycling import tasks_left
 
 logger = logging.getLogger(__name__)
 
 
-def encode_together(plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
+def encode_together(embedder: Embedder | None, plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
     """Every planned task's vectors, by task id, from one encode per normalize flag; {} on failure."""
-    embedder = HOLDER.embedder
     if embedder is None or not plans:
         return {}
     vectors: dict[str, PreEncoded] = {}
@@ -87,7 +86,7 @@ def run_batch(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: 
 
 
 def _within_task_limit(entries: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    left = tasks_left(CHILD)
+    left = tasks_left(current().process)
     if left is None or left >= len(entries):
         return entries, []
     return entries[:left], entries[left:]
@@ -96,13 +95,15 @@ def _within_task_limit(entries: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, 
 def _run(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: list[PlannedEncode]) -> list[Any]:
     if not entries:
         return []
-    job_starts()
-    CHILD.in_batch = True
+    ctx = current()
+    record, holder = ctx.process, ctx.model
+    job_starts(ctx)
+    record.in_batch = True
     outcomes: list[Any] = []
     backend = None
     try:
         backend = record_started_together(entries)
-        HOLDER.pre_encoded = encode_together(plans)
+        holder.pre_encoded = encode_together(holder.embedder, plans)
         for entry in entries:
             try:
                 outcomes.append(trace(*entry))
@@ -112,10 +113,10 @@ def _run(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: list[
     finally:
         if backend is not None:
             backend.forget_started_together()
-        HOLDER.pre_encoded = {}
-        CHILD.in_batch = False
-        CHILD.batches_run += 1
-        CHILD.batched_tasks += len(entries)
-        CHILD.largest_batch = max(CHILD.largest_batch, len(entries))
-        job_ends()
+        holder.pre_encoded = {}
+        record.in_batch = False
+        record.batches_run += 1
+        record.batched_tasks += len(entries)
+        record.largest_batch = max(record.largest_batch, len(entries))
+        job_ends(ctx)
     return outcomes

@@ -32,7 +32,3 @@ class ChildRecord:
     pool_slot: int | None = None
     # This child's own recycle limit in tasks (recycling.py), if it has one.
     task_limit: int | None = None
-
-
-# One record per process, like models.HOLDER.
-CHILD = ChildRecord()

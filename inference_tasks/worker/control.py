@@ -20,9 +20,7 @@ from celery.worker.control import inspect_command
 from inference_tasks import devices
 from inference_tasks.cores import available_cores
 from inference_tasks.worker import gpu, threads
-from inference_tasks.worker.child import CHILD
-from inference_tasks.worker.models import HOLDER
-from inference_tasks.worker.slots import SLOTS
+from inference_tasks.worker.context import current
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +37,8 @@ def _process_facts(pid: int) -> dict[str, Any]:
 def describe_worker(consumer: Any) -> dict[str, Any]:
     """What this worker runs: its children with their threads, and the facts that size them."""
     settings = consumer.app.settings
+    ctx = current()
+    record, holder, shared = ctx.process, ctx.model, ctx.slots
     task_pool = consumer.pool
     processes = list(getattr(getattr(task_pool, "_pool", None), "_pool", None) or [])
     if not processes and isinstance(task_pool, PreforkTaskPool):
@@ -51,15 +51,15 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         if process.pid is None:
             continue
         slot = getattr(process, "index", None)
-        device, gpu_memory_mib = SLOTS.device_of(slot)
+        device, gpu_memory_mib = shared.device_of(slot)
         children.append(
             {
                 **_process_facts(process.pid),
                 "slot": slot,
-                "compute_threads": SLOTS.compute_threads(slot),
+                "compute_threads": shared.compute_threads(slot),
                 "device": device,
                 "gpu_memory_mib": gpu_memory_mib,
-                "precision": SLOTS.precision_of(slot),
+                "precision": shared.precision_of(slot),
             }
         )
     # The solo pool (the trainer may run it): the main process runs the tasks itself.
@@ -67,23 +67,23 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
     own_facts = _process_facts(os.getpid())
     main = {**own_facts, "cuda_initialized": gpu.cuda_initialized()}
     if runs_tasks_itself:
-        device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
+        device = holder.embedder.device if holder.embedder is not None else devices.CPU
         children.append(
             {
                 **own_facts,
                 "slot": None,
-                "compute_threads": threads.compute_threads(getattr(HOLDER.embedder, "threads", None)),
+                "compute_threads": threads.compute_threads(getattr(holder.embedder, "threads", None)),
                 "device": device,
                 "gpu_memory_mib": gpu.gpu_memory_mib(device),
-                "precision": getattr(HOLDER.embedder, "precision", None),
+                "precision": getattr(holder.embedder, "precision", None),
             }
         )
     return {
         "host": socket.gethostname(),
         "cores": available_cores(),
-        "profile": CHILD.profile,
+        "profile": record.profile,
         "pinned": settings.pin_threads,
-        "configured_threads": CHILD.threads,
+        "configured_threads": record.threads,
         "adaptive_threads": settings.adaptive_threads,
         "concurrency": len(children),
         "main": main,
@@ -93,9 +93,9 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "backend": settings.backend,
         "openvino_precision": settings.openvino_precision,
         "mps_active": gpu.mps_active(),
-        "model_load_mode": HOLDER.load_mode,
-        "model_load_seconds": HOLDER.load_seconds,
-        "import_seconds": CHILD.import_seconds,
+        "model_load_mode": holder.load_mode,
+        "model_load_seconds": holder.load_seconds,
+        "import_seconds": record.import_seconds,
         "children_exited": getattr(getattr(task_pool, "_pool", None), "children_exited", 0),
         "max_tasks_per_child": settings.max_tasks_per_child,
     }

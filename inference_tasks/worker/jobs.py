@@ -8,33 +8,32 @@ micro-batch, so it lives apart from both.
 from __future__ import annotations
 
 from inference_tasks import devices
-from inference_tasks.worker import gpu, recycling, thread_budget
-from inference_tasks.worker.child import CHILD
-from inference_tasks.worker.models import HOLDER
-from inference_tasks.worker.slots import SLOTS
+from inference_tasks.worker import gpu, recycling
+from inference_tasks.worker.context import WorkerContext
 
 
-def record_device() -> None:
+def record_device(ctx: WorkerContext) -> None:
     """Tell the main process (slots.py shared memory) this child's device, CUDA memory and precision."""
-    device = HOLDER.embedder.device if HOLDER.embedder is not None else devices.CPU
-    SLOTS.record_device(CHILD.pool_slot, device, gpu.gpu_memory_mib(device))
-    SLOTS.record_precision(CHILD.pool_slot, HOLDER.embedder.precision if HOLDER.embedder is not None else None)
+    embedder = ctx.model.embedder
+    device = embedder.device if embedder is not None else devices.CPU
+    ctx.slots.record_device(ctx.process.pool_slot, device, gpu.gpu_memory_mib(device))
+    ctx.slots.record_precision(ctx.process.pool_slot, embedder.precision if embedder is not None else None)
 
 
-def job_starts() -> None:
+def job_starts(ctx: WorkerContext) -> None:
     """Before each pool job in a child (one task, or one micro-batch: batch_job.py).
 
     With INFERENCE_ADAPTIVE_THREADS, runs the job on the threads idle siblings leave free.
     """
-    if CHILD.pool_slot is None:  # the worker's main process, or a solo worker
+    slot = ctx.process.pool_slot
+    if slot is None or ctx.budget is None:  # the main process or a solo worker; or no adaptive threads
         return
-    if thread_budget.BUDGET is not None:
-        import torch
+    import torch
 
-        torch.set_num_threads(thread_budget.BUDGET.take(CHILD.pool_slot))
+    torch.set_num_threads(ctx.budget.take(slot))
 
 
-def job_ends() -> None:
+def job_ends(ctx: WorkerContext) -> None:
     """After each pool job in a child: count it, say whether it was the child's last, hand borrowed
     threads back, report GPU memory.
 
@@ -42,9 +41,10 @@ def job_ends() -> None:
     that result arrives (pool.py) and then writes no further job to this child: it is leaving
     (its tasks are spent, recycling.py).
     """
-    CHILD.jobs_done += 1
-    SLOTS.flag_last_task(CHILD.pool_slot, recycling.tasks_left(CHILD) == 0)  # None (no limit): never last
-    if HOLDER.embedder is not None and HOLDER.embedder.device.startswith(devices.CUDA):
-        record_device()
-    if thread_budget.BUDGET is not None and CHILD.pool_slot is not None:
-        thread_budget.BUDGET.give_back(CHILD.pool_slot)
+    record = ctx.process
+    record.jobs_done += 1
+    ctx.slots.flag_last_task(record.pool_slot, recycling.tasks_left(record) == 0)  # None (no limit): never last
+    if ctx.model.embedder is not None and ctx.model.embedder.device.startswith(devices.CUDA):
+        record_device(ctx)
+    if ctx.budget is not None and record.pool_slot is not None:
+        ctx.budget.give_back(record.pool_slot)

@@ -268,7 +268,3 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         embedder.precision,
         embedder.batch_size,
     )
-
-
-# One holder per process: a prefork child fills it in worker_process_init; tasks only read it.
-HOLDER = ModelHolder()

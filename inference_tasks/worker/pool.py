@@ -23,8 +23,8 @@ from billiard.einfo import ExceptionInfo
 from celery.concurrency.asynpool import AsynPool
 from celery.concurrency.prefork import TaskPool as PreforkTaskPool
 
+from inference_tasks.worker.context import current
 from inference_tasks.worker.recycling import RecyclingWorker
-from inference_tasks.worker.slots import SLOTS
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class LastTaskAwareAsynPool(AsynPool):
 
     def on_job_ready(self, job: Any, i: int, obj: Any, inqW_fd: int) -> None:
         process = self._fileno_to_inq.get(inqW_fd)
-        if process is not None and SLOTS.is_running_last_task(getattr(process, "index", None)):
+        if process is not None and current().slots.is_running_last_task(getattr(process, "index", None)):
             self._replace_when_gone(ref(process), time.monotonic() + REAP_CHECK_FOR_S)
             return  # stays busy: it is leaving; the pool replaces it when it exits
         super().on_job_ready(job, i, obj, inqW_fd)

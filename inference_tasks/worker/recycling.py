@@ -22,7 +22,8 @@ from billiard.pool import EX_RECYCLE
 from celery import current_app
 from celery.concurrency.asynpool import Worker as CeleryPoolWorker
 
-from inference_tasks.worker.child import CHILD, ChildRecord
+from inference_tasks.worker.child import ChildRecord
+from inference_tasks.worker.context import current
 
 
 def jittered_limit(limit: int | None, jitter: float, rng: random.Random) -> int | None:
@@ -63,7 +64,7 @@ class RecyclingWorker(CeleryPoolWorker):
         if self.maxtasks:
             settings = getattr(current_app, "settings", None)
             jitter = settings.max_tasks_per_child_jitter if settings is not None else 0.0
-            CHILD.task_limit = jittered_limit(self.maxtasks, jitter, random.Random())
+            current().process.task_limit = jittered_limit(self.maxtasks, jitter, random.Random())
             self.maxtasks = None  # counted in tasks here, not in jobs by billiard
 
     def _make_child_methods(self, *args: Any, **kwargs: Any) -> None:
@@ -71,7 +72,7 @@ class RecyclingWorker(CeleryPoolWorker):
         receive = self.wait_for_job
 
         def wait_for_job() -> Any:
-            if tasks_left(CHILD) == 0:
+            if tasks_left(current().process) == 0:
                 sys.exit(EX_RECYCLE)  # billiard's patched sys.exit: the child's exit code, then _do_exit
             return receive()
 

@@ -39,10 +39,9 @@ from inference_tasks.worker import (
     thread_budget,
     threads,
 )
-from inference_tasks.worker.child import CHILD
+from inference_tasks.worker.context import WorkerContext, current, start
 from inference_tasks.worker.jobs import job_ends, job_starts, record_device
-from inference_tasks.worker.models import HOLDER, LOAD_IN_CHILD, LOAD_PRELOADED, place_model
-from inference_tasks.worker.slots import SLOTS
+from inference_tasks.worker.models import LOAD_IN_CHILD, LOAD_PRELOADED, place_model
 
 logger = logging.getLogger(__name__)
 
@@ -68,20 +67,22 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         return
     settings = sender.app.settings
     prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
+    ctx = start()
+    record = ctx.process
     if prefork:  # before any child is forked, so they all share it; sized to the most children
-        SLOTS.allocate(slots.most_children(sender))
-    CHILD.profile = settings.profile
-    if CHILD.profile == "auto":
-        CHILD.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
-    if CHILD.profile == PROFILE_INFERENCE:
-        CHILD.threads = 1 if settings.pin_threads else None
+        ctx.slots.allocate(slots.most_children(sender))
+    record.profile = settings.profile
+    if record.profile == "auto":
+        record.profile = PROFILE_INFERENCE if prefork else PROFILE_TRAINER
+    if record.profile == PROFILE_INFERENCE:
+        record.threads = 1 if settings.pin_threads else None
     else:
-        CHILD.threads = settings.trainer_threads
+        record.threads = settings.trainer_threads
         if prefork and sender.concurrency != 1:
             logger.warning("trainer profile with %s children oversubscribes: use --concurrency 1", sender.concurrency)
     threads.set_offline_env(os.environ)
-    if CHILD.threads is not None:
-        threads.set_thread_env(os.environ, CHILD.threads)
+    if record.threads is not None:
+        threads.set_thread_env(os.environ, record.threads)
     if settings.backend == "openvino":
         refuse_to_start_without_the_export(settings)
     started = time.perf_counter()
@@ -91,12 +92,12 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     if settings.backend == "openvino":
         import openvino  # noqa: F401
 
-    CHILD.import_seconds = time.perf_counter() - started
-    CHILD.main_pid = os.getpid()
-    if prefork and CHILD.profile == PROFILE_INFERENCE and settings.preload_model:
-        preload_model(settings)
-    if prefork and CHILD.threads == 1 and settings.adaptive_threads:
-        thread_budget.BUDGET = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
+    record.import_seconds = time.perf_counter() - started
+    record.main_pid = os.getpid()
+    if prefork and record.profile == PROFILE_INFERENCE and settings.preload_model:
+        preload_model(ctx, settings)
+    if prefork and record.threads == 1 and settings.adaptive_threads:
+        ctx.budget = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
 
 
 class RefusedToStart(SystemExit):
@@ -121,7 +122,7 @@ def refuse_to_start_without_the_export(settings: Any) -> None:
         raise RefusedToStart(message)
 
 
-def preload_model(settings: Any) -> None:
+def preload_model(ctx: WorkerContext, settings: Any) -> None:
     """Load the model in the main process so every child, and every recycled child, starts with it.
 
     Only with every pool pinned to one thread first: torch then copies tensors inline, never
@@ -130,12 +131,12 @@ def preload_model(settings: Any) -> None:
     (the oversubscribed control) each child loads its own copy. gc.freeze() keeps the cyclic
     collector from writing to the model's objects in children, which would un-share their pages.
     """
-    if CHILD.threads != 1:
+    if ctx.process.threads != 1:
         return
     threads.limit_loaded_pools(1)
     # Always on the CPU here: a CUDA context in this process would break every child forked
     # from it; each child moves its copy to its own device (place_model).
-    HOLDER.load(settings.model, devices.CPU, LOAD_PRELOADED, settings.backend, settings.model_cache_dir,
+    ctx.model.load(settings.model, devices.CPU, LOAD_PRELOADED, settings.backend, settings.model_cache_dir,
                 settings.openvino_precision)  # fmt: skip
     gc.freeze()
 
@@ -146,19 +147,21 @@ def log_profile(sender: Any, **_: Any) -> None:
     up yet at worker_init)."""
     if not ours(sender.app):
         return
+    ctx = current()
+    record, holder = ctx.process, ctx.model
     logger.info(
         "profile %s, native threads per process: %s, heavy imports in the main process: %.1f s",
-        CHILD.profile,
-        CHILD.threads or "library default (pinning off)",
-        CHILD.import_seconds or 0.0,
+        record.profile,
+        record.threads or "library default (pinning off)",
+        record.import_seconds or 0.0,
     )
-    if thread_budget.BUDGET is not None:
-        logger.info("adaptive threads: a child alone may use up to %d threads", thread_budget.BUDGET.budget)
-    if HOLDER.load_mode == LOAD_PRELOADED:
-        logger.info("model preloaded in the main process in %.2f s; children only warm up", HOLDER.load_seconds)
-    elif HOLDER.error:
-        logger.error("model failed to load in the main process: %s", HOLDER.error)
-    elif CHILD.profile == PROFILE_INFERENCE and sender.app.settings.preload_model:
+    if ctx.budget is not None:
+        logger.info("adaptive threads: a child alone may use up to %d threads", ctx.budget.budget)
+    if holder.load_mode == LOAD_PRELOADED:
+        logger.info("model preloaded in the main process in %.2f s; children only warm up", holder.load_seconds)
+    elif holder.error:
+        logger.error("model failed to load in the main process: %s", holder.error)
+    elif record.profile == PROFILE_INFERENCE and sender.app.settings.preload_model:
         logger.warning("model not preloaded (needs one thread per child): each child loads its own copy")
 
 
@@ -168,30 +171,33 @@ def pin_threads_and_load_model(**_: Any) -> None:
     if not ours(current_app):
         return
     settings = current_app.settings
-    if CHILD.main_pid not in (None, os.getpid()):
-        CHILD.pool_slot = slots.this_childs_slot()
-        SLOTS.flag_last_task(CHILD.pool_slot, False)  # this slot's previous child may have set it
-    if CHILD.profile is None:  # started by something other than `celery worker`
-        CHILD.profile = PROFILE_INFERENCE
-        CHILD.threads = 1 if settings.pin_threads else None
+    ctx = current()
+    record, holder = ctx.process, ctx.model
+    if ctx.in_prefork_child():
+        record.pool_slot = slots.this_childs_slot()
+        ctx.slots.flag_last_task(record.pool_slot, False)  # this slot's previous child may have set it
+    if record.profile is None:  # started by something other than `celery worker`
+        record.profile = PROFILE_INFERENCE
+        record.threads = 1 if settings.pin_threads else None
         threads.set_offline_env(os.environ)
-    if CHILD.threads is not None:
-        threads.limit_loaded_pools(CHILD.threads)
-    place_model(HOLDER, settings, CHILD.pool_slot, CHILD.threads)
-    HOLDER.warm_up()
+    if record.threads is not None:
+        threads.limit_loaded_pools(record.threads)
+    place_model(holder, settings, record.pool_slot, record.threads)
+    holder.warm_up()
     # After the warm-up, when every native pool this child will use has started.
-    SLOTS.record_compute_threads(CHILD.pool_slot, threads.compute_threads(getattr(HOLDER.embedder, "threads", None)))
-    record_device()
-    CHILD.ready_seconds = threads.process_age_seconds()
-    if HOLDER.embedder is not None:
+    compute_threads = threads.compute_threads(getattr(holder.embedder, "threads", None))
+    ctx.slots.record_compute_threads(record.pool_slot, compute_threads)
+    record_device(ctx)
+    record.ready_seconds = threads.process_age_seconds()
+    if holder.embedder is not None:
         logger.info(
             "child ready %.2f s after fork (model %s, load %.2f s, warm-up %.3f s)",
-            CHILD.ready_seconds,
-            HOLDER.load_mode,
-            HOLDER.load_seconds if HOLDER.load_mode == LOAD_IN_CHILD else 0.0,
-            HOLDER.warmup_seconds,
+            record.ready_seconds,
+            holder.load_mode,
+            holder.load_seconds if holder.load_mode == LOAD_IN_CHILD else 0.0,
+            holder.warmup_seconds,
         )
-    if CHILD.profile == PROFILE_INFERENCE:
+    if record.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
 
 
@@ -224,7 +230,7 @@ def ignore_term_in_children(**_: Any) -> None:
     worker at once; Celery resets children to die on TERM, killing their running task. The parent
     stops idle children itself; hard time limits and cold shutdown escalate to SIGKILL.
     """
-    if ours(current_app) and CHILD.main_pid not in (None, os.getpid()):  # a prefork child, not a solo worker
+    if ours(current_app) and current().in_prefork_child():  # not a solo worker, which runs tasks itself
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
@@ -240,10 +246,11 @@ def end_an_exiting_child_promptly(exitcode: int | None = None, **_: Any) -> None
     the parent's TERM, as Celery expects while it collects the last results. Either way it exits
     with the code it was leaving with, so the parent sees a recycle, not a crash.
     """
-    if CHILD.main_pid in (None, os.getpid()) or not ours(current_app):
+    ctx = current()
+    if not ctx.in_prefork_child() or not ours(current_app):
         return
     code = exitcode if isinstance(exitcode, int) else 0
-    if recycling.tasks_left(CHILD) == 0:
+    if recycling.tasks_left(ctx.process) == 0:
         logging.shutdown()  # flush this child's log handlers; os._exit skips interpreter cleanup
         os._exit(code)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
@@ -267,8 +274,8 @@ def remember_failure(
 @task_prerun.connect
 def start_a_job(sender: Any = None, **_: Any) -> None:
     """A task that is a pool job of its own (not part of a micro-batch) starts one."""
-    if not CHILD.in_batch and sender is not None and ours(sender.app):
-        job_starts()
+    if sender is not None and ours(sender.app) and not (ctx := current()).process.in_batch:
+        job_starts(ctx)
 
 
 @task_postrun.connect
@@ -276,6 +283,7 @@ def count_served(sender: Any = None, **_: Any) -> None:
     """Count tasks run by this process, for worker_info; end the job of a task run on its own."""
     if sender is None or not ours(sender.app):
         return
-    CHILD.tasks_served += 1
-    if not CHILD.in_batch:
-        job_ends()
+    ctx = current()
+    ctx.process.tasks_served += 1
+    if not ctx.process.in_batch:
+        job_ends(ctx)

@@ -122,7 +122,3 @@ def most_children(worker: Any) -> int:
     elif isinstance(autoscale, tuple | list) and autoscale:
         counts.append(int(autoscale[0]))
     return max(counts)
-
-
-# The worker's slots, filled at worker_init (Slots.allocate); one per process, like CHILD and HOLDER.
-SLOTS = Slots()

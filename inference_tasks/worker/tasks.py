@@ -28,9 +28,8 @@ from inference_tasks.validation import (
     check_texts,
     reject_unknown,
 )
-from inference_tasks.worker import gpu, thread_budget, threads
-from inference_tasks.worker.child import CHILD
-from inference_tasks.worker.models import HOLDER
+from inference_tasks.worker import gpu, threads
+from inference_tasks.worker.context import current
 from inference_tasks.worker.request import GuardedTask
 
 # Bad input is an expected outcome: Celery records FAILURE without a traceback in the log.
@@ -50,8 +49,9 @@ def embed(
     texts = check_texts(EMBED_TASK, texts, self.app.settings)
     normalize = check_flag(EMBED_TASK, "normalize", normalize)
     encoding = check_encoding(EMBED_TASK, encoding)
-    model = HOLDER.get()
-    vectors = HOLDER.encode_for(self.request.id, texts, normalize)
+    holder = current().model
+    model = holder.get()
+    vectors = holder.encode_for(self.request.id, texts, normalize)
     if encoding == F32_BASE64_ENCODING:
         return {
             "model": model.name,
@@ -76,6 +76,7 @@ def classify(
     """
     reject_unknown(CLASSIFY_TASK, unknown, ("texts", "labels", "classifier", "classifier_version"))
     settings = self.app.settings
+    holder = current().model
     texts = check_texts(CLASSIFY_TASK, texts, settings)
     if (labels is None) == (classifier is None):
         raise InvalidInput(f"{CLASSIFY_TASK}: give either labels (zero-shot) or classifier (a trained head), not both")
@@ -83,11 +84,11 @@ def classify(
         if classifier_version is not None:
             raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
         labels = check_labels(CLASSIFY_TASK, labels, settings)
-        model = HOLDER.get()
-        similarities = HOLDER.encode_for(self.request.id, texts, True) @ HOLDER.label_embeddings(labels).T
+        holder.get()
+        similarities = holder.encode_for(self.request.id, texts, True) @ holder.label_embeddings(labels).T
         return [predictions(labels, row.tolist()) for row in similarities]
-    head = current_head(settings, check_name(CLASSIFY_TASK, classifier), classifier_version)
-    model = HOLDER.get()
+    head = current_head(settings, holder.heads, check_name(CLASSIFY_TASK, classifier), classifier_version)
+    model = holder.get()
     if head.model != model.name:
         raise InvalidInput(
             f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
@@ -95,25 +96,27 @@ def classify(
         )
     if problem := head.runtime_problem(model.backend):
         raise InvalidInput(f"{CLASSIFY_TASK}: {problem}")
-    probabilities = head.probabilities(HOLDER.encode_for(self.request.id, texts, True))
+    probabilities = head.probabilities(holder.encode_for(self.request.id, texts, True))
     return [predictions(head.labels, row.tolist()) for row in probabilities]
 
 
-def current_head(settings: Any, name: str, version: Any) -> store.ClassifierHead:
-    """The head to use, from this child's cache unless Redis holds a different (newer) version."""
+def current_head(
+    settings: Any, heads: dict[str, store.ClassifierHead], name: str, version: Any
+) -> store.ClassifierHead:
+    """The head to use, from this child's cache (`heads`) unless Redis holds a different (newer) version."""
     if version is not None:
         version = check_count(CLASSIFY_TASK, "classifier_version", version, 1, 2**31)
     client = broker_redis(settings)
     try:
         wanted = version or store.latest_version(client, name)
-        cached = HOLDER.heads.get(name)
+        cached = heads.get(name)
         if cached is not None and cached.version == wanted:
             return cached
         head = store.load_head(client, name, wanted)
     except store.UnknownClassifier as exc:
         raise InvalidInput(f"{CLASSIFY_TASK}: {exc}") from None
     if version is None:
-        HOLDER.heads[name] = head
+        heads[name] = head
     return head
 
 
@@ -134,14 +137,16 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
     Works in a child whose model failed to load, so operators can see why.
     """
     reject_unknown(WORKER_INFO_TASK, unknown, ())
-    model = HOLDER.embedder
+    ctx = current()
+    record, holder = ctx.process, ctx.model
+    model = holder.embedder
     parent_pid = os.getppid()
     return {
         "hostname": self.request.hostname,
         "pid": os.getpid(),
-        "profile": CHILD.profile,
+        "profile": record.profile,
         "model": model.name if model else None,
-        "model_error": HOLDER.error,
+        "model_error": holder.error,
         "device": model.device if model else None,
         "backend": model.backend if model else self.app.settings.backend,
         "precision": model.precision if model else None,
@@ -150,22 +155,22 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "gpu_memory": gpu.gpu_memory(model.device) if model else None,
         "mps_active": gpu.mps_active(),
         "dim": model.dim if model else None,
-        "model_load_mode": HOLDER.load_mode,
-        "model_load_seconds": HOLDER.load_seconds,
-        "warmup_seconds": HOLDER.warmup_seconds,
-        "ready_seconds_after_fork": CHILD.ready_seconds,
-        "recycle_after_tasks": CHILD.task_limit,
-        "parent_import_seconds": CHILD.import_seconds,
-        "thread_budget": CHILD.threads,
-        "adaptive_threads": thread_budget.BUDGET is not None,
-        "tasks_served": CHILD.tasks_served,
-        "jobs_done": CHILD.jobs_done,
+        "model_load_mode": holder.load_mode,
+        "model_load_seconds": holder.load_seconds,
+        "warmup_seconds": holder.warmup_seconds,
+        "ready_seconds_after_fork": record.ready_seconds,
+        "recycle_after_tasks": record.task_limit,
+        "parent_import_seconds": record.import_seconds,
+        "thread_budget": record.threads,
+        "adaptive_threads": ctx.budget is not None,
+        "tasks_served": record.tasks_served,
+        "jobs_done": record.jobs_done,
         "microbatch": {
             "max_texts": self.app.settings.microbatch_max_texts,
             "wait_ms": self.app.settings.microbatch_wait_ms,
-            "batches_run": CHILD.batches_run,
-            "batched_tasks": CHILD.batched_tasks,
-            "largest_batch": CHILD.largest_batch,
+            "batches_run": record.batches_run,
+            "batched_tasks": record.batched_tasks,
+            "largest_batch": record.largest_batch,
         },
         "rss_bytes": threads.rss_bytes(),
         **threads.shared_memory_report(),

@@ -53,7 +53,3 @@ class SharedThreadBudget:
             self._held[slot] = 0
         finally:
             self._lock.release()
-
-
-# Set in the worker's main process (signals.py) when INFERENCE_ADAPTIVE_THREADS is on.
-BUDGET: SharedThreadBudget | None = None

@@ -33,8 +33,7 @@ from inference_tasks.validation import (
     check_training_labels,
     reject_unknown,
 )
-from inference_tasks.worker.child import CHILD
-from inference_tasks.worker.models import HOLDER
+from inference_tasks.worker.context import current
 from inference_tasks.worker.request import GuardedTask
 
 PROGRESS = "PROGRESS"
@@ -56,7 +55,7 @@ def report_progress(task: Task, stage: str, done: int, total: int) -> None:
 
 def embed_in_chunks(task: Task, texts: list[str], stage: str) -> np.ndarray:
     """Unit-norm embeddings of `texts`, reporting progress after each chunk."""
-    model = HOLDER.get()
+    model = current().model.get()
     parts = []
     for start in range(0, len(texts), EMBED_CHUNK):
         parts.append(model.encode(texts[start : start + EMBED_CHUNK], normalize=True))
@@ -93,7 +92,7 @@ def train_classifier(
     labels = check_training_labels(task, labels, len(texts), settings)
     test_fraction = check_fraction(task, "test_fraction", test_fraction, 0.0, 0.9)
     seed = check_count(task, "seed", seed, 0, 2**31)
-    model = HOLDER.get()
+    model = current().model.get()
 
     started = time.perf_counter()
     embeddings = embed_in_chunks(self, texts, "embedding")
@@ -117,7 +116,7 @@ def train_classifier(
         backend=model.backend,
         precision=model.precision,
     )
-    zero_shot = embeddings[test] @ HOLDER.label_embeddings(names).T
+    zero_shot = embeddings[test] @ current().model.label_embeddings(names).T
     head.metrics = {
         "held_out_accuracy": accuracy(head.probabilities(embeddings[test]).argmax(axis=1), targets[test]),
         "train_accuracy": accuracy(head.probabilities(embeddings[train]).argmax(axis=1), targets[train]),
@@ -129,7 +128,7 @@ def train_classifier(
         },
         "embed_seconds": round(embedded - started, 3),
         "fit_seconds": round(fitted - embedded, 3),
-        "threads": CHILD.threads,
+        "threads": current().process.threads,
     }
     version = store.save_head(broker_redis(settings), head)
     return {
@@ -176,7 +175,7 @@ def embed_corpus(
                 f"{task}: Redis list {source_key!r} holds {total} texts; it must hold 1 to "
                 f"{settings.max_corpus_texts} (INFERENCE_MAX_CORPUS_TEXTS)"
             )
-    model = HOLDER.get()
+    model = current().model.get()
     job_id = self.request.id or "local"
     pages = 0
     for start in range(0, total, page_size):
