@@ -167,9 +167,9 @@ class InferenceApp(Celery):
 
 def is_inference_app(app: Any) -> bool:
     """Whether `app` (a Celery app, or the current_app proxy) is this package's app: the worker hooks
-    (signals.py) act only for it, Celery's signals being process-wide."""
-    current = getattr(app, "_get_current_object", None)
-    return isinstance(current() if current else app, InferenceApp)
+    (signals.py) act only for it, Celery's signals being process-wide. isinstance sees through the
+    proxy (Celery's Proxy answers `__class__` with its object's class)."""
+    return isinstance(app, InferenceApp)
 
 
 def create_app(settings: Settings | None = None) -> InferenceApp:

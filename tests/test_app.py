@@ -153,5 +153,11 @@ def test_the_worker_imports_its_hooks_first_and_they_act_only_for_this_app():
     """The worker's loader imports `include` before sending worker_init: signals.py comes first; its hooks
     skip any other Celery app in the same process."""
     assert TASK_MODULES[0] == "inference_tasks.worker.signals"
-    assert is_inference_app(create_app(Settings(redis_url="redis://127.0.0.1:1/0")))
+    ours = create_app(Settings(redis_url="redis://127.0.0.1:1/0"))
+    assert is_inference_app(ours)
     assert not is_inference_app(Celery("someone-else"))
+    # Through a proxy like the current_app the hooks read in worker_process_init.
+    from celery.local import Proxy
+
+    assert is_inference_app(Proxy(lambda: ours))
+    assert not is_inference_app(Proxy(lambda: Celery("someone-else")))

@@ -92,7 +92,11 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "celery.concurrency.asynpool:AsynPool._join_exited_workers": (
         "c9b857c8a7980f66",
-        "pool._join_exited_workers (exit count)",
+        "pool.register_with_event_loop (billiard's reaping calls on_process_down once per exited child)",
+    ),
+    "celery.concurrency.asynpool:AsynPool._create_process_handlers": (
+        "77e644289366a15d",
+        "pool.register_with_event_loop (Celery sets on_process_down there; we wrap it to count exits)",
     ),
     "celery.concurrency.asynpool:AsynPool.register_with_event_loop": (
         "d4b2530818da7355",
@@ -116,7 +120,7 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "billiard.pool:Worker._make_child_methods": (
         "77aa0671e34149a7",
-        "recycling.RecyclingWorker._make_child_methods (wraps the wait_for_job it sets)",
+        "recycling.RecyclingWorker.on_loop_start (wraps the wait_for_job this sets before the hook runs)",
     ),
     "celery.concurrency.asynpool:Worker.on_loop_start": (
         "6ac575c063cd7a2a",

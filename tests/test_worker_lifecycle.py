@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from inference_tasks.clients.keys import DEAD_LETTER_KEY
+from inference_tasks.ops.doctor import ask_workers
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from tests.support.events import EventRecorder
 from tests.support.local import redis_client
@@ -161,6 +162,10 @@ def test_recycling_after_max_tasks_replaces_children_and_loses_nothing(start_wor
     infos = [o for o in outcomes if "jobs_done" in o]
     assert infos and all(o["tasks_served"] < o["recycle_after_tasks"] <= 3 for o in infos), infos
     assert not initial & set(worker.child_pids())
+    # The pool counts every child that left and was reaped (the exporter's children_exited): at least
+    # the two first ones, gone from the process table.
+    [report] = ask_workers(worker.app, 10).values()
+    assert report["children_exited"] >= len(initial), (report["children_exited"], initial)
 
 
 def test_a_child_runs_at_most_its_task_limit_even_when_its_tasks_come_in_a_micro_batch(start_worker):

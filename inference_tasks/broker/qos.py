@@ -50,6 +50,25 @@ class QoS(kombu_redis.QoS):
     _acks_pending: list[str] | None = None
     _acks_due: Any = None
 
+    def restore_unacked_once(self, stderr: Any = None) -> Any:
+        """kombu's restore of this channel's unacked messages as it closes, unless the transport has
+        let go of its connection.
+
+        kombu restores through a pool rebuilt from the transport's connection details; once the
+        transport has let go (seen once as the consumer closed after a Sentinel primary was killed),
+        building it raised AttributeError out of the consumer's reconnect (which ignores only
+        connection errors) and the whole worker exited ("Unrecoverable error"). Then nothing is
+        restored here: the unacked messages stay recorded in Redis and come back through the
+        visibility sweep, as a dead worker's do.
+        """
+        if getattr(self.channel.connection, "client", None) is None:
+            logger.warning(
+                "closing a channel whose transport has let go of its connection: its unacked messages "
+                "stay recorded in Redis and return through the visibility sweep"
+            )
+            return None
+        return super().restore_unacked_once(stderr)
+
     def append(self, message: Any, delivery_tag: str) -> None:
         started = time.monotonic()
         last_log: float | None = None

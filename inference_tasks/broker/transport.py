@@ -8,7 +8,6 @@ producer's poll ends (dead_letter.py). The worker keeps consuming.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from queue import Empty
@@ -73,38 +72,10 @@ class Channel(kombu_redis.Channel):
     redelivery_counter_ttl = 86_400
 
     def close(self) -> None:
-        """Write the acks still pending (QoS.ack) before kombu closes the channel.
-
-        kombu's close drops the channel's connection pool, then restores its unacked messages
-        through a new one, built from the transport's connection details. When the transport has
-        already let go of its connection (seen once as the consumer closed after a Sentinel
-        primary was killed), building it raised AttributeError out of the consumer's reconnect
-        (kombu ignores only connection errors there) and the whole worker exited ("Unrecoverable
-        error"). Then the channel closes without that restore: the unacked messages stay recorded
-        in Redis and come back through the visibility sweep, as a dead worker's do.
-        """
-        qos = getattr(self, "_qos", None)
-        if qos is not None and hasattr(qos, "write_acks"):
-            qos.write_acks()
-        try:
-            super().close()
-        except AttributeError:
-            if getattr(self.connection, "client", None) is not None:
-                raise
-            logger.warning(
-                "closing a channel whose transport has let go of its connection: its %d unacked "
-                "message(s) stay recorded in Redis and return through the visibility sweep",
-                len(getattr(qos, "_delivered", ()) or ()),
-            )
-            self._finish_close()
-
-    def _finish_close(self) -> None:
-        """What kombu's virtual Channel.close does after the restore that could not run."""
-        if self._cycle is not None:
-            self._cycle.close()
-            self._cycle = None
-        with contextlib.suppress(ValueError, AttributeError):
-            self.connection.close_channel(self)
+        """Write the acks still pending (QoS.ack) while the channel's connection pool is still there;
+        then kombu's close (which drops the pool, then restores unacked messages: QoS says when not)."""
+        self.qos.write_acks()
+        super().close()
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         """kombu builds a new redis.Redis for every ack, every message's unacked bookkeeping and every

@@ -46,6 +46,8 @@ class LastTaskAwareAsynPool(AsynPool):
     # Called (on the event loop) each time a child finishes a job and can take another:
     # the micro-batcher (batching/batcher.py) hands over a batch it held while every child was busy.
     on_child_free: list[Callable[[], None]]
+    # Set by Celery while it registers with the loop (billiard calls it once per exited child).
+    on_process_down: Callable[[Any], None]
 
     # Children that exited and were replaced since the worker started (recycles and crashes),
     # for the metrics exporter.
@@ -54,13 +56,6 @@ class LastTaskAwareAsynPool(AsynPool):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.on_child_free = []
         super().__init__(*args, **kwargs)
-
-    def _join_exited_workers(self, shutdown: bool = False) -> Any:
-        before = {process.pid for process in self._pool}
-        cleaned = super()._join_exited_workers(shutdown)
-        if not shutdown:
-            self.children_exited += len(before - {process.pid for process in self._pool})
-        return cleaned
 
     def has_idle_child(self) -> bool:
         """A child is waiting for work and no job is queued for the next free one."""
@@ -71,8 +66,18 @@ class LastTaskAwareAsynPool(AsynPool):
         return not self.outbound_buffer and not self._busy_workers and bool(self._all_inqueues)
 
     def register_with_event_loop(self, hub: Any) -> None:
+        """Keep the loop (to poll a leaving child), and count exited children through the pool's
+        public `on_process_down` callback, which Celery sets while it registers with the loop."""
         self._event_loop = hub
         super().register_with_event_loop(hub)
+        process_down = self.on_process_down
+
+        def count_and_clean_up(process: Any) -> None:
+            if not getattr(process, "dead", False):  # Celery's own handler skips these too
+                self.children_exited += 1
+            process_down(process)
+
+        self.on_process_down = count_and_clean_up
 
     def on_job_ready(self, job: Any, i: int, obj: Any, inqW_fd: int) -> None:
         process = self._fileno_to_inq.get(inqW_fd)
@@ -171,7 +176,7 @@ class LastTaskAwareAsynPool(AsynPool):
         process = process_ref()
         if process is None or self._event_loop is None or process not in self._pool:
             return
-        if process._popen is not None and process._popen.poll() is not None:  # exited: reaped now
+        if process.exitcode is not None:  # exited (billiard polls its status): reaped now
             self.maintain_pool()
         elif time.monotonic() < give_up_at:
             self._event_loop.call_later(REAP_CHECK_INTERVAL_S, self._replace_when_gone, process_ref, give_up_at)

@@ -60,15 +60,17 @@ class RecyclingWorker(CeleryPoolWorker):
     wait_for_job: Callable[[], Any]
 
     def on_loop_start(self, pid: int) -> None:
+        """Draw this child's task limit, and wrap the receive its loop is about to use.
+
+        billiard's Worker sets `wait_for_job` before it calls this hook and reads it once when its
+        loop begins, right after: the wrapped receive is what the loop calls before each job.
+        """
         super().on_loop_start(pid)
         if self.maxtasks:
             settings = getattr(current_app, "settings", None)
             jitter = settings.max_tasks_per_child_jitter if settings is not None else 0.0
             current().process.task_limit = jittered_limit(self.maxtasks, jitter, random.Random())
             self.maxtasks = None  # counted in tasks here, not in jobs by billiard
-
-    def _make_child_methods(self, *args: Any, **kwargs: Any) -> None:
-        super()._make_child_methods(*args, **kwargs)
         receive = self.wait_for_job
 
         def wait_for_job() -> Any:
