@@ -24,7 +24,7 @@ import torch  # noqa: E402 - after the thread variables, which torch reads once 
 from fastapi import FastAPI  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from inference_tasks.config import DEFAULT_MODEL  # noqa: E402
+from inference_tasks.defaults import DEFAULT_MODEL  # noqa: E402
 from inference_tasks.worker.models import ModelHolder  # noqa: E402
 
 if _threads:

@@ -37,8 +37,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.serving import cpu_seconds, make_batches, rotated, run_threads, stop_cleanly_on_term
-from inference_tasks.config import DEFAULT_MICROBATCH_MAX_TEXTS, DEFAULT_MICROBATCH_WAIT_MS
 from inference_tasks.cores import available_cores
+from inference_tasks.defaults import DEFAULT_MICROBATCH_MAX_TEXTS, DEFAULT_MICROBATCH_WAIT_MS
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK
 from tests.support import localstack
 from tests.support.wire import encode, task_message

@@ -59,8 +59,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import ceiling
-from inference_tasks.config import DEFAULT_MODEL, Settings
+from inference_tasks.config import Settings
 from inference_tasks.cores import available_cores
+from inference_tasks.defaults import DEFAULT_MODEL
 from inference_tasks.ops.export import export_openvino
 from inference_tasks.routing import EMBED_TASK
 from tests.support import localstack

@@ -51,34 +51,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # kombu's Redis transport plus screening of every raw message (envelope.py) and a bound
         # on redeliveries; the URL keeps its redis:// or rediss:// scheme.
         "broker_transport": "inference_tasks.broker.transport:Transport",
-        "broker_transport_options": {
-            # An unacked message whose lease is older than this goes back to its queue; workers
-            # renew the leases of what they hold (leases.py), and every worker sweeps for
-            # expired ones every renewal interval (kombu's default is every ~100 s).
-            "visibility_timeout": settings.visibility_timeout_s,
-            "unacked_restore_interval": settings.lease_renew_interval_s,
-            "unacked_restore_throttle": 1,
-            # A worker killed while sweeping would otherwise block all sweeps for 5 minutes.
-            "unacked_mutex_expire": settings.visibility_timeout_s,
-            # kombu's own key names, stated so clients/keys.py is the one list of what we use.
-            "unacked_key": UNACKED_KEY,
-            "unacked_index_key": UNACKED_INDEX_KEY,
-            "unacked_mutex_key": UNACKED_MUTEX_KEY,
-            "max_message_bytes": settings.max_message_bytes,
-            "max_nesting_depth": settings.max_nesting_depth,
-            "max_argument_depth": settings.max_argument_depth,
-            "max_message_items": settings.max_message_items,
-            "max_eta_s": settings.max_eta_s,
-            "accepted_tasks": [*PUBLIC_TASKS, *settings.extra_task_names],
-            "max_redeliveries": settings.max_redeliveries,
-            "dead_letter_max": settings.dead_letter_max,
-            "dead_letter_ttl": settings.dead_letter_ttl_s,
-            # One Redis list per priority 0-9 with readable names ("inference:3"), so
-            # producers in other languages can push to a priority without kombu's "\x06\x16".
-            "priority_steps": PRIORITY_STEPS,
-            "sep": PRIORITY_SEPARATOR,
-            "queue_order_strategy": "priority",
-        },
+        "broker_transport_options": broker_transport_options(settings),
         # JSON only, in and out: a pickled message would run code chosen by whoever can
         # write to Redis. Messages in any other content type are rejected, never decoded.
         "accept_content": ["json"],
@@ -127,13 +100,54 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # more; cancelling it lets the redelivered copy be the only one that counts.
         "worker_cancel_long_running_tasks_on_connection_loss": True,
     }
+    conf.update(connection_conf(settings))
+    return conf
+
+
+def broker_transport_options(settings: Settings) -> dict[str, Any]:
+    """What our transport (broker/transport.py) and kombu's Redis channel read from the settings."""
+    options: dict[str, Any] = {
+        # An unacked message whose lease is older than this goes back to its queue; workers
+        # renew the leases of what they hold (leases.py), and every worker sweeps for
+        # expired ones every renewal interval (kombu's default is every ~100 s).
+        "visibility_timeout": settings.visibility_timeout_s,
+        "unacked_restore_interval": settings.lease_renew_interval_s,
+        "unacked_restore_throttle": 1,
+        # A worker killed while sweeping would otherwise block all sweeps for 5 minutes.
+        "unacked_mutex_expire": settings.visibility_timeout_s,
+        # kombu's own key names, stated so clients/keys.py is the one list of what we use.
+        "unacked_key": UNACKED_KEY,
+        "unacked_index_key": UNACKED_INDEX_KEY,
+        "unacked_mutex_key": UNACKED_MUTEX_KEY,
+        "max_message_bytes": settings.max_message_bytes,
+        "max_nesting_depth": settings.max_nesting_depth,
+        "max_argument_depth": settings.max_argument_depth,
+        "max_message_items": settings.max_message_items,
+        "max_eta_s": settings.max_eta_s,
+        "accepted_tasks": [*PUBLIC_TASKS, *settings.extra_task_names],
+        "max_redeliveries": settings.max_redeliveries,
+        "dead_letter_max": settings.dead_letter_max,
+        "dead_letter_ttl": settings.dead_letter_ttl_s,
+        # One Redis list per priority 0-9 with readable names ("inference:3"), so
+        # producers in other languages can push to a priority without kombu's "\x06\x16".
+        "priority_steps": PRIORITY_STEPS,
+        "sep": PRIORITY_SEPARATOR,
+        "queue_order_strategy": "priority",
+    }
+    if settings.uses_sentinel:
+        options["master_name"] = settings.redis_sentinel_master
+    return options
+
+
+def connection_conf(settings: Settings) -> dict[str, Any]:
+    """Sentinel and TLS: the classes and options that depend on REDIS_URL's scheme."""
+    conf: dict[str, Any] = {}
     if settings.uses_sentinel:
         # The same classes on kombu's and Celery's Sentinel support: every connection asks the
         # sentinels for the current primary, and again after a failover.
         conf["result_backend"] = f"{SENTINEL_RESULT_BACKEND_CLASS}+{settings.redis_url}"
         conf["result_backend_transport_options"] = {"master_name": settings.redis_sentinel_master}
         conf["broker_transport"] = "inference_tasks.broker.transport:SentinelTransport"
-        conf["broker_transport_options"]["master_name"] = settings.redis_sentinel_master
     if urlsplit(settings.redis_url).scheme == "rediss":
         tls: dict[str, Any] = {"ssl_cert_reqs": _CERT_REQS[settings.redis_tls_cert_reqs]}
         if settings.redis_tls_ca_file:

@@ -6,14 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from inference_tasks.config import (
-    DEFAULT_MAX_TASKS_PER_CHILD,
-    DEFAULT_MODEL,
-    DEFAULT_REDIS_URL,
-    ConfigError,
-    Settings,
-)
+from inference_tasks.config import Settings
+from inference_tasks.config_checks import ConfigError
 from inference_tasks.cores import available_cores
+from inference_tasks.defaults import DEFAULT_MAX_TASKS_PER_CHILD, DEFAULT_MODEL, DEFAULT_REDIS_URL
 
 
 def test_settings_built_by_hand_probe_no_hardware_and_read_no_environment(monkeypatch):

@@ -102,7 +102,7 @@ def test_the_package_has_no_import_cycle() -> None:
 
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     graph = import_graph()
-    graph["inference_tasks.config"] = {*graph["inference_tasks.config"], "inference_tasks.worker.models"}
+    graph["inference_tasks.defaults"] = {*graph["inference_tasks.defaults"], "inference_tasks.worker.models"}
     cycle = find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference_tasks.config import DEFAULT_MODEL
+from inference_tasks.defaults import DEFAULT_MODEL
 from inference_tasks.worker.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError, resolve_model_path
 
 

@@ -22,7 +22,7 @@ from inference_tasks.broker.envelope import MalformedMessage, Screening, TooMany
 from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
 from inference_tasks.broker.qos import QoS
 from inference_tasks.clients.keys import redelivery_key
-from inference_tasks.config import (
+from inference_tasks.defaults import (
     DEFAULT_DEAD_LETTER_MAX,
     DEFAULT_DEAD_LETTER_TTL_S,
     DEFAULT_MAX_ARGUMENT_DEPTH,

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference_tasks.config import ENV_PREFIX, Settings
+from inference_tasks.config import Settings
+from inference_tasks.defaults import ENV_PREFIX
 
 OK = "OK"
 PROBLEM = "PROBLEM"

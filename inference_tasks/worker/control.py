@@ -34,12 +34,8 @@ def _process_facts(pid: int) -> dict[str, Any]:
         return {"pid": pid, "os_threads": 0, "rss_bytes": 0}
 
 
-def describe_worker(consumer: Any) -> dict[str, Any]:
-    """What this worker runs: its children with their threads, and the facts that size them."""
-    settings = consumer.app.settings
-    ctx = current()
-    record, holder, shared = ctx.process, ctx.model, ctx.slots
-    task_pool = consumer.pool
+def _children(task_pool: Any, slots: Any) -> list[dict[str, Any]]:
+    """Each prefork child: its pid, threads and RSS as the OS sees them, and what it recorded in its slot."""
     processes = list(getattr(getattr(task_pool, "_pool", None), "_pool", None) or [])
     if not processes and isinstance(task_pool, PreforkTaskPool):
         logger.warning(
@@ -51,33 +47,44 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         if process.pid is None:
             continue
         slot = getattr(process, "index", None)
-        device, gpu_memory_mib = shared.device_of(slot)
+        device, gpu_memory_mib = slots.device_of(slot)
         children.append(
             {
                 **_process_facts(process.pid),
                 "slot": slot,
-                "compute_threads": shared.compute_threads(slot),
+                "compute_threads": slots.compute_threads(slot),
                 "device": device,
                 "gpu_memory_mib": gpu_memory_mib,
-                "precision": shared.precision_of(slot),
+                "precision": slots.precision_of(slot),
             }
         )
-    # The solo pool (the trainer may run it): the main process runs the tasks itself.
-    runs_tasks_itself = not isinstance(task_pool, PreforkTaskPool)
+    return children
+
+
+def _itself(own_facts: dict[str, Any], holder: Any) -> dict[str, Any]:
+    """The main process as the one that runs tasks (the solo pool, which the trainer may run)."""
+    device = holder.embedder.device if holder.embedder is not None else devices.CPU
+    return {
+        **own_facts,
+        "slot": None,
+        "compute_threads": threads.compute_threads(getattr(holder.embedder, "threads", None)),
+        "device": device,
+        "gpu_memory_mib": gpu.gpu_memory_mib(device),
+        "precision": getattr(holder.embedder, "precision", None),
+    }
+
+
+def describe_worker(consumer: Any) -> dict[str, Any]:
+    """What this worker runs: its children with their threads, and the facts that size them."""
+    settings = consumer.app.settings
+    ctx = current()
+    record, holder = ctx.process, ctx.model
+    task_pool = consumer.pool
+    children = _children(task_pool, ctx.slots)
     own_facts = _process_facts(os.getpid())
     main = {**own_facts, "cuda_initialized": gpu.cuda_initialized()}
-    if runs_tasks_itself:
-        device = holder.embedder.device if holder.embedder is not None else devices.CPU
-        children.append(
-            {
-                **own_facts,
-                "slot": None,
-                "compute_threads": threads.compute_threads(getattr(holder.embedder, "threads", None)),
-                "device": device,
-                "gpu_memory_mib": gpu.gpu_memory_mib(device),
-                "precision": getattr(holder.embedder, "precision", None),
-            }
-        )
+    if not isinstance(task_pool, PreforkTaskPool):
+        children.append(_itself(own_facts, holder))
     return {
         "host": socket.gethostname(),
         "cores": available_cores(),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from inference_tasks.config import DEFAULT_MODEL
+from inference_tasks.defaults import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import numpy as np

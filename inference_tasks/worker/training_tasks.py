@@ -74,6 +74,25 @@ def decode_items(task: str, items: list[bytes], offset: int) -> list[str]:
     return texts
 
 
+def head_metrics(
+    head: store.ClassifierHead, embeddings: np.ndarray, targets: np.ndarray, labels: list[str], split: tuple[Any, Any]
+) -> dict[str, Any]:
+    """Held-out and train accuracy, zero-shot accuracy on the same held-out texts (the labels as
+    candidates), and the examples per label on each side of the split."""
+    train, test = split
+    zero_shot = embeddings[test] @ current().model.label_embeddings(head.labels).T
+    return {
+        "held_out_accuracy": accuracy(head.probabilities(embeddings[test]).argmax(axis=1), targets[test]),
+        "train_accuracy": accuracy(head.probabilities(embeddings[train]).argmax(axis=1), targets[train]),
+        "zero_shot_accuracy": accuracy(zero_shot.argmax(axis=1), targets[test]),
+        "examples": {"train": len(train), "held_out": len(test)},
+        "per_label": {
+            label: {"train": count, "held_out": Counter(labels[i] for i in test)[label]}
+            for label, count in sorted(Counter(labels[i] for i in train).items())
+        },
+    }
+
+
 @shared_task(name=TRAIN_CLASSIFIER_TASK, bind=True, base=GuardedTask, throws=(InvalidInput,))
 def train_classifier(
     self: Task, name: Any = None, texts: Any = None, labels: Any = None, test_fraction: Any = 0.2, seed: Any = 0,
@@ -116,16 +135,8 @@ def train_classifier(
         backend=model.backend,
         precision=model.precision,
     )
-    zero_shot = embeddings[test] @ current().model.label_embeddings(names).T
     head.metrics = {
-        "held_out_accuracy": accuracy(head.probabilities(embeddings[test]).argmax(axis=1), targets[test]),
-        "train_accuracy": accuracy(head.probabilities(embeddings[train]).argmax(axis=1), targets[train]),
-        "zero_shot_accuracy": accuracy(zero_shot.argmax(axis=1), targets[test]),
-        "examples": {"train": len(train), "held_out": len(test)},
-        "per_label": {
-            label: {"train": count, "held_out": Counter(labels[i] for i in test)[label]}
-            for label, count in sorted(Counter(labels[i] for i in train).items())
-        },
+        **head_metrics(head, embeddings, targets, labels, (train, test)),
         "embed_seconds": round(embedded - started, 3),
         "fit_seconds": round(fitted - embedded, 3),
         "threads": current().process.threads,

@@ -1,0 +1,186 @@
+"""The checks Settings runs on itself: each field's own rule in one table, the Redis URLs, and the
+rules that relate two settings. Every message names the environment variable and what is allowed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from inference_tasks import devices
+from inference_tasks.defaults import (
+    BACKENDS,
+    CELERY_BUILTIN_PREFIX,
+    ENV_PREFIX,
+    MAX_MICROBATCH_WAIT_MS,
+    OPENVINO_PRECISIONS,
+    PROFILES,
+    REDIS_SCHEMES,
+    SENTINEL_SCHEME,
+    TLS_CERT_REQS,
+)
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
+
+TASK_NAME = re.compile(r"^[\w:-]+(\.[\w:-]+)*(\.\*)?$")
+
+
+class ConfigError(ValueError):
+    """A setting in the environment cannot be used; the message names the variable."""
+
+
+def check_sentinel_url(variable: str, url: str) -> None:
+    """Every `;`-separated part must be sentinel://[:password@]host:port; a database, if any, on the last."""
+    for part in url.split(";"):
+        parts = urlsplit(part)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme != SENTINEL_SCHEME or not parts.hostname or not port:
+            raise ConfigError(f"{variable}: {redact(part)!r} is not sentinel://host:port")
+
+
+def redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return parts._replace(netloc=f"{user}:***@{host}{port}").geturl()
+
+
+def _one_of(choices: tuple[str, ...]) -> tuple[Callable[[Any], bool], Callable[[Any], str]]:
+    return (lambda value: value in choices), (lambda value: f"must be one of {choices}, got {value!r}")
+
+
+def _at_least(low: int, meaning: str = "") -> tuple[Callable[[Any], bool], Callable[[Any], str]]:
+    return (lambda value: value >= low), (lambda value: f"must be at least {low}{meaning}")
+
+
+# Settings whose values need at least one of something (processes, seconds, bytes, entries).
+_POSITIVE_FIELDS = (
+    "concurrency",
+    "children_per_gpu",
+    "encode_batch_size_cpu",
+    "encode_batch_size_cuda",
+    "trainer_threads",
+    "max_memory_per_child_mb",
+    "max_batch_texts",
+    "max_text_chars",
+    "max_labels",
+    "max_label_chars",
+    "result_expires_s",
+    "training_result_expires_s",
+    "soft_time_limit_s",
+    "time_limit_s",
+    "visibility_timeout_s",
+    "max_message_bytes",
+    "max_nesting_depth",
+    "max_argument_depth",
+    "max_message_items",
+    "max_eta_s",
+    "dead_letter_max",
+    "dead_letter_ttl_s",
+    "max_train_texts",
+    "max_corpus_texts",
+    "corpus_expires_s",
+)
+# Each setting's own rule: (field, allowed(value), what the error says after the variable's name).
+# Rules that relate two settings are in check_relations; the Redis URLs in check_redis.
+FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...] = (
+    ("redis_tls_cert_reqs", lambda value: value in TLS_CERT_REQS, lambda _: f"must be one of {TLS_CERT_REQS}"),
+    ("profile", *_one_of(PROFILES)),
+    (
+        "device",
+        devices.is_valid_device,
+        lambda value: f"must be cpu, cuda, cuda:N or auto, got {value!r}",
+    ),
+    ("cuda_dtype", *_one_of(devices.DTYPES)),
+    ("backend", *_one_of(BACKENDS)),
+    ("openvino_precision", *_one_of(OPENVINO_PRECISIONS)),
+    *((name, *_at_least(1)) for name in _POSITIVE_FIELDS),
+    (
+        "flower_basic_auth",
+        lambda value: value is None or ":" in value,
+        lambda _: "must be user:password",
+    ),
+    ("min_examples_per_label", *_at_least(2, " (one to train, one to test)")),
+    ("max_tasks_per_child", lambda value: value >= 0, lambda _: "must be 0 (never recycle) or more"),
+    (
+        "max_tasks_per_child_jitter",
+        lambda value: 0 <= value < 1,
+        lambda _: "must be from 0 up to (not including) 1",
+    ),
+    ("microbatch_max_texts", lambda value: value >= 0, lambda _: "must be 0 (off) or more"),
+    (
+        "microbatch_wait_ms",
+        lambda value: 0 <= value <= MAX_MICROBATCH_WAIT_MS,
+        lambda value: f"must be from 0 to {MAX_MICROBATCH_WAIT_MS:.0f} (milliseconds), got {value}",
+    ),
+    ("max_redeliveries", lambda value: value >= 0, lambda _: "must be 0 or more"),
+)
+
+
+def check_redis(settings: Settings) -> None:
+    """REDIS_URL's scheme; a Sentinel URL's parts and master name (the broker's and Sidekiq's)."""
+    scheme = urlsplit(settings.redis_url).scheme
+    if scheme not in REDIS_SCHEMES:
+        raise ConfigError(
+            f"REDIS_URL must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
+            f"not {scheme!r}"
+        )
+    if scheme == SENTINEL_SCHEME:
+        check_sentinel_url("REDIS_URL", settings.redis_url)
+        if not settings.redis_sentinel_master:
+            raise ConfigError(
+                f"REDIS_URL is a Sentinel URL: set {ENV_PREFIX}REDIS_SENTINEL_MASTER to the name of the master "
+                "group the sentinels monitor (as in `sentinel monitor <name> ...`)"
+            )
+    if settings.sidekiq_redis_url and urlsplit(settings.sidekiq_redis_url).scheme == SENTINEL_SCHEME:
+        check_sentinel_url(f"{ENV_PREFIX}SIDEKIQ_REDIS_URL", settings.sidekiq_redis_url)
+        if not (settings.sidekiq_redis_sentinel_master or settings.redis_sentinel_master):
+            raise ConfigError(
+                f"{ENV_PREFIX}SIDEKIQ_REDIS_URL is a Sentinel URL: set {ENV_PREFIX}SIDEKIQ_REDIS_SENTINEL_MASTER"
+            )
+
+
+def check_relations(settings: Settings) -> None:
+    """Rules between two settings."""
+    if settings.backend == "openvino" and settings.device != devices.CPU:
+        raise ConfigError(f"{ENV_PREFIX}BACKEND=openvino runs on the CPU only: set {ENV_PREFIX}DEVICE=cpu")
+    if not 0 <= settings.result_write_patience_s < settings.soft_time_limit_s:
+        raise ConfigError(
+            f"{ENV_PREFIX}RESULT_WRITE_PATIENCE_S must be from 0 up to {ENV_PREFIX}SOFT_TIME_LIMIT_S "
+            f"({settings.soft_time_limit_s}), got {settings.result_write_patience_s}"
+        )
+    if not settings.soft_time_limit_s < settings.time_limit_s:
+        raise ConfigError(
+            f"{ENV_PREFIX}SOFT_TIME_LIMIT_S ({settings.soft_time_limit_s}) must be below "
+            f"{ENV_PREFIX}TIME_LIMIT_S ({settings.time_limit_s}): the soft limit warns the task first"
+        )
+    if not 0 < settings.lease_renew_interval_s * 3 <= settings.visibility_timeout_s:
+        raise ConfigError(
+            f"{ENV_PREFIX}LEASE_RENEW_INTERVAL_S ({settings.lease_renew_interval_s}) must be at most a third "
+            f"of {ENV_PREFIX}VISIBILITY_TIMEOUT_S ({settings.visibility_timeout_s}), or a slow renewal lets "
+            "Redis hand a running task to a second worker"
+        )
+
+
+def check_settings(settings: Settings) -> None:
+    """Every rule, in order: the Redis URLs, each field's own rule, the extra task names, the relations."""
+    check_redis(settings)
+    for name, allowed, problem in FIELD_RULES:
+        value = getattr(settings, name)
+        if not allowed(value):
+            raise ConfigError(f"{ENV_PREFIX}{name.upper()} {problem(value)}")
+    for name in settings.extra_task_names:
+        if not TASK_NAME.match(name) or name.startswith(CELERY_BUILTIN_PREFIX):
+            raise ConfigError(
+                f"{ENV_PREFIX}EXTRA_TASKS: {name!r} is not a task name or 'prefix.*' "
+                f"(names starting with {CELERY_BUILTIN_PREFIX!r}, Celery's built-in tasks, are never accepted)"
+            )
+    check_relations(settings)
