@@ -7,8 +7,8 @@ the redis-server process's CPU time. Redis runs commands on one thread, so 1 / (
 task) is the most tasks per second one primary can take; divided by what one worker core completes
 per second, it gives the worker cores one primary can feed.
 
-    .venv/bin/python benchmarks/capacity.py           # ~1 minute
-    .venv/bin/python benchmarks/capacity.py --quick
+    .venv/bin/python -m benchmarks.capacity           # ~1 minute
+    .venv/bin/python -m benchmarks.capacity --quick
 """
 
 from __future__ import annotations
@@ -17,17 +17,14 @@ import argparse
 import itertools
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import psutil
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import redis
 
-from benchmarks.serving import make_batches, run_threads
+from benchmarks.harness.runner import run_threads
+from benchmarks.harness.workload import make_batches
 from inference_tasks import producer
 from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK

@@ -4,8 +4,8 @@ killed with SIGKILL while tasks are queued and running. Measures the time until 
 replica primary, the time until results flow again, tasks lost (sent, never finished) and tasks run
 twice (from the worker's own log). Prints the figures; writes JSON.
 
-    .venv/bin/python benchmarks/failover.py            # ~1 minute
-    .venv/bin/python benchmarks/failover.py --quick    # what tests/test_failover.py runs
+    .venv/bin/python -m benchmarks.failover            # ~1 minute
+    .venv/bin/python -m benchmarks.failover --quick    # what tests/test_failover.py runs
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import gc
 import itertools
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -25,10 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import redis
 
+from benchmarks.harness.report import write_report
+from benchmarks.harness.workload import REPO_ROOT
 from inference_tasks.clients.keys import UNACKED_KEY, queue_keys, result_key
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support import localstack
@@ -40,6 +39,49 @@ LEASE_RENEW_INTERVAL_S = 2
 SETTLE_TIMEOUT_S = 120
 QUIET_S = 4 * VISIBILITY_TIMEOUT_S
 REPLICATION_WINDOW_S = 0.5
+
+
+class Producers:
+    """Producer threads that send every task once, retrying through the failover with the same id,
+    paced to `rate` tasks/s in all; `kill_now` is set when task number `before` is about to go."""
+
+    def __init__(self, url: str, master: str, ids: list[str], before: int, rate: float, count: int) -> None:
+        self.url, self.master, self.ids, self.before, self.rate = url, master, ids, before, rate
+        self.sent_at: dict[str, float] = {}
+        self.errors: list[str] = []
+        self.apps: list = []
+        self.kill_now = threading.Event()
+        self._order = itertools.count()
+        self.threads = [threading.Thread(target=self._produce, daemon=True) for _ in range(count)]
+
+    def _produce(self) -> None:
+        app = localstack.producer_app(self.url, redis_sentinel_master=self.master)
+        self.apps.append(app)
+        while (index := next(self._order)) < len(self.ids):
+            if index == self.before:
+                self.kill_now.set()
+            task_id = self.ids[index]
+            while True:  # a producer retries through the failover, with the same task id
+                try:
+                    app.send_task(EMBED_TASK, args=[[f"failover text {index}"]], task_id=task_id)
+                    self.sent_at[task_id] = time.time()
+                    break
+                except Exception as error:  # noqa: BLE001 - counted; the send is retried
+                    self.errors.append(f"{type(error).__name__}: {error}")
+                    time.sleep(0.2)
+            time.sleep(len(self.threads) / self.rate)
+
+    def start(self) -> float:
+        started = time.time()
+        for thread in self.threads:
+            thread.start()
+        return started
+
+    def join(self) -> int:
+        """Wait for every producer; how many are still stuck after SETTLE_TIMEOUT_S."""
+        for thread in self.threads:
+            thread.join(timeout=SETTLE_TIMEOUT_S)
+        return sum(thread.is_alive() for thread in self.threads)
 
 
 def run_failover(
@@ -54,111 +96,90 @@ def run_failover(
     runs against the promoted primary before everything stops (cluster, REDIS_URL) -> more figures."""
     cluster = start_sentinel_cluster(workdir / "sentinel")
     worker = None
-    producer_apps: list = []
-    threads: list[threading.Thread] = []
+    sending: Producers | None = None
     try:
         url = cluster.url(0)
         worker = localstack.start_worker(
-            "failover",
-            url,
-            workdir,
-            os.environ,
-            concurrency=2,
-            redis_sentinel_master=cluster.master_name,
-            visibility_timeout_s=VISIBILITY_TIMEOUT_S,
-            lease_renew_interval_s=LEASE_RENEW_INTERVAL_S,
-        )
+            "failover", url, workdir, os.environ, concurrency=2, redis_sentinel_master=cluster.master_name,
+            visibility_timeout_s=VISIBILITY_TIMEOUT_S, lease_renew_interval_s=LEASE_RENEW_INTERVAL_S,
+        )  # fmt: skip
         old_port = cluster.primary.port
         ids = [str(uuid.uuid4()) for _ in range(before + after)]
-        sent_at: dict[str, float] = {}
-        send_errors: list[str] = []
-        order = itertools.count()
-        kill_now = threading.Event()
-        killed: list[float] = []
-
-        def produce() -> None:
-            app = localstack.producer_app(url, redis_sentinel_master=cluster.master_name)
-            producer_apps.append(app)
-            while (index := next(order)) < len(ids):
-                if index == before:
-                    kill_now.set()
-                task_id = ids[index]
-                while True:  # a producer retries through the failover, with the same task id
-                    try:
-                        app.send_task(EMBED_TASK, args=[[f"failover text {index}"]], task_id=task_id)
-                        sent_at[task_id] = time.time()
-                        break
-                    except Exception as error:  # noqa: BLE001 - counted; the send is retried
-                        send_errors.append(f"{type(error).__name__}: {error}")
-                        time.sleep(0.2)
-                time.sleep(producers / rate)
-
-        threads.extend(threading.Thread(target=produce, daemon=True) for _ in range(producers))
-        started = time.time()
-        for thread in threads:
-            thread.start()
-        kill_now.wait(timeout=SETTLE_TIMEOUT_S)
-        killed.append(cluster.kill_primary())
-        promoted_at = None
-        while time.time() - killed[0] < SETTLE_TIMEOUT_S:
-            port = cluster.master_port()
-            if port is not None and port != old_port:
-                promoted_at = time.time()
-                break
-            time.sleep(0.05)
-        for thread in threads:
-            thread.join(timeout=SETTLE_TIMEOUT_S)
-        stuck_producers = sum(thread.is_alive() for thread in threads)
+        sending = Producers(url, cluster.master_name, ids, before, rate, producers)
+        started = sending.start()
+        sending.kill_now.wait(timeout=SETTLE_TIMEOUT_S)
+        killed = cluster.kill_primary()
+        promoted_at = wait_for_promotion(cluster, old_port, killed)
+        stuck_producers = sending.join()
         results = settle(cluster, ids)
-        done_at = {task_id: meta["done"] for task_id, meta in results.items() if meta["status"] == "SUCCESS"}
-        after_kill = [at for at in done_at.values() if at > killed[0]]
-        runs = worker.successes()
-        lost = [task_id for task_id in ids if task_id not in done_at]
-        duplicates = {task_id: count for task_id, count in runs.items() if count > 1}
         extra = then(cluster, url) if then else {}
+        timeline = {"started": started, "killed": killed, "promoted": promoted_at, "old_port": old_port}
         return {
             **extra,
-            "tasks": len(ids),
+            **count_outcomes(ids, results, sending.sent_at, worker.successes(), timeline),
             "stuck_producers": stuck_producers,
             "sent_before_kill": before,
             "sent_after_kill": after,
             "rate_per_s": rate,
-            "kill_after_s": killed[0] - started,
-            "promotion_s": (promoted_at - killed[0]) if promoted_at else None,
-            "flowing_again_s": (min(after_kill) - killed[0]) if after_kill else None,
-            "send_errors": len(send_errors),
-            "send_error_examples": sorted(set(send_errors))[:3],
-            "completed": len(done_at),
-            "lost": len(lost),
-            "lost_ids": lost[:10],
-            # When each lost task's push returned, relative to the kill (negative: before it).
-            "lost_pushed_s_after_kill": [round(sent_at[t] - killed[0], 3) if t in sent_at else None for t in lost],
-            # Redis replicates asynchronously: a push the old primary acknowledged in the instant
-            # before it died may never reach the replica (docs/reliability.md). Lost tasks the
-            # worker never received, whose push returned from REPLICATION_WINDOW_S before the kill
-            # until the promotion, are that: until a replica is promoted only the old primary
-            # accepts writes, and a producer thread notes the time of a push only after it returned
-            # (on a busy host, possibly after the kill).
-            "lost_in_replication_window": sum(
-                1
-                for task_id in lost
-                if killed[0] - REPLICATION_WINDOW_S <= sent_at.get(task_id, 0) < (promoted_at or killed[0])
-                and not runs[task_id]
-            ),
-            "run_twice": len(duplicates),
-            # At-least-once: only a task held (reserved, running, or in a batch) when the primary
-            # died can run again; one sent after the kill never should.
-            "run_twice_sent_after_kill": sum(1 for task_id in duplicates if sent_at.get(task_id, 0) > killed[0]),
-            "runs_in_log": sum(runs.values()),
-            "old_primary_port": old_port,
+            "send_errors": len(sending.errors),
+            "send_error_examples": sorted(set(sending.errors))[:3],
             "new_primary_port": cluster.master_port(),
         }
     finally:
-        if not any(thread.is_alive() for thread in threads):
-            release_producers(producer_apps)
+        if sending is not None and not any(thread.is_alive() for thread in sending.threads):
+            release_producers(sending.apps)
         if worker is not None:
             worker.stop()
         cluster.stop()
+
+
+def wait_for_promotion(cluster: Any, old_port: int, killed_at: float) -> float | None:
+    """When the sentinels named a new primary, or None if they did not within SETTLE_TIMEOUT_S."""
+    while time.time() - killed_at < SETTLE_TIMEOUT_S:
+        port = cluster.master_port()
+        if port is not None and port != old_port:
+            return time.time()
+        time.sleep(0.05)
+    return None
+
+
+def count_outcomes(
+    ids: list[str], results: dict[str, dict], sent_at: dict[str, float], runs: dict[str, int], timeline: dict
+) -> dict[str, Any]:
+    """Completed, lost (and whether in the replication window), run twice, and when things happened."""
+    killed, promoted_at = timeline["killed"], timeline["promoted"]
+    done_at = {task_id: meta["done"] for task_id, meta in results.items() if meta["status"] == "SUCCESS"}
+    after_kill = [at for at in done_at.values() if at > killed]
+    lost = [task_id for task_id in ids if task_id not in done_at]
+    duplicates = {task_id: count for task_id, count in runs.items() if count > 1}
+    return {
+        "tasks": len(ids),
+        "kill_after_s": killed - timeline["started"],
+        "promotion_s": (promoted_at - killed) if promoted_at else None,
+        "flowing_again_s": (min(after_kill) - killed) if after_kill else None,
+        "completed": len(done_at),
+        "lost": len(lost),
+        "lost_ids": lost[:10],
+        # When each lost task's push returned, relative to the kill (negative: before it).
+        "lost_pushed_s_after_kill": [round(sent_at[t] - killed, 3) if t in sent_at else None for t in lost],
+        # Redis replicates asynchronously: a push the old primary acknowledged in the instant
+        # before it died may never reach the replica (docs/reliability.md). Lost tasks the
+        # worker never received, whose push returned from REPLICATION_WINDOW_S before the kill
+        # until the promotion, are that: until a replica is promoted only the old primary
+        # accepts writes, and a producer thread notes the time of a push only after it returned
+        # (on a busy host, possibly after the kill).
+        "lost_in_replication_window": sum(
+            1
+            for task_id in lost
+            if killed - REPLICATION_WINDOW_S <= sent_at.get(task_id, 0) < (promoted_at or killed) and not runs[task_id]
+        ),
+        "run_twice": len(duplicates),
+        # At-least-once: only a task held (reserved, running, or in a batch) when the primary
+        # died can run again; one sent after the kill never should.
+        "run_twice_sent_after_kill": sum(1 for task_id in duplicates if sent_at.get(task_id, 0) > killed),
+        "runs_in_log": sum(runs.values()),
+        "old_primary_port": timeline["old_port"],
+    }
 
 
 def release_producers(apps: list) -> None:
@@ -215,7 +236,7 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=200, help="tasks sent after the kill")
     parser.add_argument("--rate", type=float, default=40.0, help="tasks per second, all producers")
     parser.add_argument("--quick", action="store_true", help="a small run (the test)")
-    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "failover.json")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "failover.json")
     args = parser.parse_args()
     if args.quick:
         args.before, args.after, args.rate = 40, 40, 20.0
@@ -223,12 +244,9 @@ def main() -> None:
     report = run_failover(work, args.before, args.after, args.rate)
     for key, value in report.items():
         print(f"{key:>20}: {value}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps({"command": " ".join(["benchmarks/failover.py", *sys.argv[1:]]), **report}, indent=2) + "\n"
-    )
+    write_report(args.out, "failover", report)
     if report["lost"]:
-        sys.exit(f"{report['lost']} tasks lost")
+        raise SystemExit(f"{report['lost']} tasks lost")
 
 
 if __name__ == "__main__":

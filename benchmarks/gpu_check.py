@@ -7,8 +7,8 @@ whether the worker's main process ever had a CUDA context (it must not). Made fo
 with an NVIDIA GPU and a CUDA build of torch==2.13.0; on a machine without one, `--devices cpu`
 runs the same path (the test suite does that at smoke size so the script cannot rot).
 
-    .venv/bin/python benchmarks/gpu_check.py                 # cuda and cpu, 200 tasks each (< 5 min)
-    .venv/bin/python benchmarks/gpu_check.py --devices cpu --quick
+    .venv/bin/python -m benchmarks.gpu_check                 # cuda and cpu, 200 tasks each (< 5 min)
+    .venv/bin/python -m benchmarks.gpu_check --devices cpu --quick
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.serving import make_batches
+from benchmarks.harness.workload import make_batches
 from inference_tasks.routing import EMBED_TASK
 from inference_tasks.worker.control import COMMAND
 from tests.support import localstack

@@ -9,29 +9,30 @@ configuration: throughput and its loss against unlimited in the same mode, how m
 recycled, fork-to-ready and fork-to-first-task times, and how many recycles fell in the same
 second as another; then RSS, PSS and USS per child and for the whole worker.
 
-    .venv/bin/python benchmarks/lifecycle.py                # ~6 minutes here
-    .venv/bin/python benchmarks/lifecycle.py --quick        # smoke size
+    .venv/bin/python -m benchmarks.lifecycle                # ~6 minutes here
+    .venv/bin/python -m benchmarks.lifecycle --quick        # smoke size
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.serving import make_batches, run_threads, stop_cleanly_on_term
+from benchmarks.harness.alternation import alternated
+from benchmarks.harness.host import stop_cleanly_on_term
+from benchmarks.harness.report import write_report
+from benchmarks.harness.runner import run_threads
+from benchmarks.harness.workload import REPO_ROOT, make_batches
 from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK
 from tests.support import localstack
@@ -151,7 +152,7 @@ def whole_pool_restarts(fork_times: list[float], children: int) -> int:
     return count
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=240, help="requests per configuration, over all rounds")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
@@ -160,106 +161,105 @@ def main() -> None:
     parser.add_argument("--limits", default="3,50,0", help="worker_max_tasks_per_child values (0 = never)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="smoke size")
-    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "lifecycle.json")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "lifecycle.json")
     args = parser.parse_args()
     if args.quick:
         args.requests, args.batch, args.producers, args.limits, args.rounds = 12, 4, 3, "3,0", 1
-    stop_cleanly_on_term()
-    cores = available_cores()
-    limits = [int(limit) for limit in args.limits.split(",")]
-    started = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix="bench-lifecycle-"))
-    server = localstack.start_redis(work / "redis")
-    databases = itertools.count(1)
-    configs = []  # (name, preload, limit, jitter)
+    return args
+
+
+# A configuration: its name, whether the model is preloaded, its task limit, its jitter (None: default).
+Config = tuple[str, bool, int, float | None]
+
+
+def configurations(limits: list[int]) -> list[Config]:
+    configs: list[Config] = []
     for limit in limits:
         for preload in (True, False):
             configs.append((f"{'preloaded' if preload else 'in-child'}-{limit or 'unlimited'}", preload, limit, None))
     if 50 in limits:  # the control for jitter: Celery's fixed limit, every child alike
         configs.append(("preloaded-50-no-jitter", True, 50, 0.0))
-    workers: dict[str, localstack.WorkerProcess] = {}
-    rows = []
-    memory_rows = {}
-    try:
-        for name, preload, limit, jitter in configs:
-            # Micro-batching off: a batch is one job towards the recycle limit, so with it on the
-            # number of recycles would depend on how many requests happened to coincide.
-            options: dict[str, object] = {
-                "concurrency": cores,
-                "preload_model": str(preload).lower(),
-                "microbatch_max_texts": 0,
-            }
-            options["max_tasks_per_child"] = limit
-            if jitter is not None:
-                options["max_tasks_per_child_jitter"] = jitter
-            workers[name] = localstack.start_worker(
-                name, server.url(next(databases)), work, os.environ, wait_ready=False, **options
-            )
-        for worker in workers.values():
-            worker.wait_ready()
-        warm = make_batches(cores * 2, args.batch, args.seed + 1)
-        for worker in workers.values():
-            drive(worker, warm, cores)
-        print(f"{len(workers)} workers up and warm in {time.perf_counter() - started:.0f} s on {cores} cores")
-        for name in ("preloaded-unlimited", "in-child-unlimited"):  # idle, warm, before any load
-            if name in workers:
-                memory_rows[name] = memory(workers[name])
-        batches = make_batches(args.requests, args.batch, args.seed)
-        per_round = [batches[i :: args.rounds] for i in range(args.rounds)]
-        spans: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in configs}
-        failures: dict[str, int] = dict.fromkeys(spans, 0)
-        for round_index, round_batches in enumerate(per_round):
-            # Rotated and reversed from round to round, so drift of the machine hits all alike.
-            order = [config[0] for config in configs]
-            order = order[round_index:] + order[:round_index]
-            for name in order if round_index % 2 == 0 else order[::-1]:
-                begin, end, failed = drive(workers[name], round_batches, args.producers)
-                spans[name].append((begin, end))
-                failures[name] += failed
-                print(f"  {name}: {len(round_batches) / (end - begin):.2f} req/s", flush=True)
-        for name, preload, limit, jitter in configs:
-            wall = sum(end - begin for begin, end in spans[name])
-            children: dict[str, dict] = {}
-            gaps: list[float] = []
-            for begin, end in spans[name]:
-                children.update(log_events(workers[name].log(), begin, end))
-                gaps += recycle_gaps(workers[name].log(), begin, end)
-            ready = [c["ready_s"] for c in children.values()]
-            first = [c["first_task_at"] - c["forked_at"] for c in children.values() if "first_task_at" in c]
-            forks = [c["forked_at"] for c in children.values()]
-            most, share = same_second_share(forks)
-            rows.append(
-                {
-                    "config": name,
-                    "preload": preload,
-                    "max_tasks_per_child": limit or None,
-                    "jitter": 0.25 if jitter is None else jitter,
-                    "requests": args.requests,
-                    "rounds": args.rounds,
-                    "failures": failures[name],
-                    "wall_s": wall,
-                    "requests_per_s": args.requests / wall,
-                    "requests_per_s_by_round": [
-                        len(b) / (end - begin) for b, (begin, end) in zip(per_round, spans[name], strict=True)
-                    ],
-                    "recycles": len(children),
-                    "idle_s_per_recycle": statistics.fmean(gaps) if gaps else None,
-                    # The share of pool capacity recycles left idle: the loss they cause, from the logs.
-                    "idle_slot_share": sum(gaps) / (cores * wall),
-                    "fork_to_ready_mean_s": statistics.fmean(ready) if ready else None,
-                    "fork_to_ready_max_s": max(ready) if ready else None,
-                    "fork_to_first_task_mean_s": statistics.fmean(first) if first else None,
-                    "most_recycles_in_one_second": most,
-                    "whole_pool_restarts": whole_pool_restarts(forks, cores),
-                    "share_recycled_within_1s_of_another": share,
-                }
-            )
-    finally:
-        for worker in workers.values():
-            worker.stop()
-        server.process.terminate()
-        server.process.wait(timeout=10)
+    return configs
 
+
+def start_workers(configs: list[Config], server: Any, work: Path, cores: int) -> dict[str, localstack.WorkerProcess]:
+    databases = itertools.count(1)
+    workers: dict[str, localstack.WorkerProcess] = {}
+    for name, preload, limit, jitter in configs:
+        # Micro-batching off: a batch is one job towards the recycle limit, so with it on the
+        # number of recycles would depend on how many requests happened to coincide.
+        options: dict[str, object] = {
+            "concurrency": cores,
+            "preload_model": str(preload).lower(),
+            "microbatch_max_texts": 0,
+            "max_tasks_per_child": limit,
+        }
+        if jitter is not None:
+            options["max_tasks_per_child_jitter"] = jitter
+        workers[name] = localstack.start_worker(
+            name, server.url(next(databases)), work, os.environ, wait_ready=False, **options
+        )
+    for worker in workers.values():
+        worker.wait_ready()
+    return workers
+
+
+def drive_rounds(
+    workers: dict[str, localstack.WorkerProcess], per_round: list[list[list[str]]], producers: int
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
+    """Each round's requests through every worker, alternated; each worker's (start, end) spans and failures."""
+    spans: dict[str, list[tuple[float, float]]] = {name: [] for name in workers}
+    failures: dict[str, int] = dict.fromkeys(workers, 0)
+    for round_index, name in alternated(list(workers), len(per_round)):
+        round_batches = per_round[round_index]
+        begin, end, failed = drive(workers[name], round_batches, producers)
+        spans[name].append((begin, end))
+        failures[name] += failed
+        print(f"  {name}: {len(round_batches) / (end - begin):.2f} req/s", flush=True)
+    return spans, failures
+
+
+def recycling_row(
+    config: Config, log: str, spans: list[tuple[float, float]], per_round: list[list[list[str]]], cores: int
+) -> dict:
+    """What recycling cost one configuration, from its spans and its worker's log."""
+    name, preload, limit, jitter = config
+    requests = sum(len(batches) for batches in per_round)
+    wall = sum(end - begin for begin, end in spans)
+    children: dict[str, dict] = {}
+    gaps: list[float] = []
+    for begin, end in spans:
+        children.update(log_events(log, begin, end))
+        gaps += recycle_gaps(log, begin, end)
+    ready = [c["ready_s"] for c in children.values()]
+    first = [c["first_task_at"] - c["forked_at"] for c in children.values() if "first_task_at" in c]
+    forks = [c["forked_at"] for c in children.values()]
+    most, share = same_second_share(forks)
+    return {
+        "config": name,
+        "preload": preload,
+        "max_tasks_per_child": limit or None,
+        "jitter": 0.25 if jitter is None else jitter,
+        "requests": requests,
+        "rounds": len(per_round),
+        "wall_s": wall,
+        "requests_per_s": requests / wall,
+        "requests_per_s_by_round": [len(b) / (end - begin) for b, (begin, end) in zip(per_round, spans, strict=True)],
+        "recycles": len(children),
+        "idle_s_per_recycle": statistics.fmean(gaps) if gaps else None,
+        # The share of pool capacity recycles left idle: the loss they cause, from the logs.
+        "idle_slot_share": sum(gaps) / (cores * wall),
+        "fork_to_ready_mean_s": statistics.fmean(ready) if ready else None,
+        "fork_to_ready_max_s": max(ready) if ready else None,
+        "fork_to_first_task_mean_s": statistics.fmean(first) if first else None,
+        "most_recycles_in_one_second": most,
+        "whole_pool_restarts": whole_pool_restarts(forks, cores),
+        "share_recycled_within_1s_of_another": share,
+    }
+
+
+def add_losses(rows: list[dict]) -> None:
+    """Each row's throughput loss, and seconds lost per recycle, against its mode without recycling."""
     for row in rows:
         mode = "preloaded" if row["preload"] else "in-child"
         unlimited = next((r for r in rows if r["config"] == f"{mode}-unlimited"), None)
@@ -268,9 +268,12 @@ def main() -> None:
             extra = row["wall_s"] - unlimited["wall_s"]
             row["lost_s_per_recycle"] = extra / row["recycles"] if row["recycles"] else None
 
-    def fmt(value: object, spec: str) -> str:
-        return format(value, spec) if isinstance(value, (int, float)) else "-"
 
+def _fmt(value: object, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+
+def print_tables(rows: list[dict], memory_rows: dict[str, dict], args: argparse.Namespace, cores: int) -> None:
     print(f"\nRecycling under load ({args.producers} producers, {args.batch} sentences per request, {cores} children)")
     print(
         "config                     req/s   loss  recycles  fork->ready mean/max  fork->1st task  pool  within 1s"
@@ -278,12 +281,12 @@ def main() -> None:
     )
     for row in rows:
         print(
-            f"{row['config']:<25} {row['requests_per_s']:6.2f} {fmt(row.get('loss_vs_unlimited'), '6.1%')} "
-            f"{row['recycles']:>9} {fmt(row['fork_to_ready_mean_s'], '9.2f')} / "
-            f"{fmt(row['fork_to_ready_max_s'], '5.2f')}"
-            f"   {fmt(row['fork_to_first_task_mean_s'], '12.2f')} {row['whole_pool_restarts']:>5} "
+            f"{row['config']:<25} {row['requests_per_s']:6.2f} {_fmt(row.get('loss_vs_unlimited'), '6.1%')} "
+            f"{row['recycles']:>9} {_fmt(row['fork_to_ready_mean_s'], '9.2f')} / "
+            f"{_fmt(row['fork_to_ready_max_s'], '5.2f')}"
+            f"   {_fmt(row['fork_to_first_task_mean_s'], '12.2f')} {row['whole_pool_restarts']:>5} "
             f"{row['share_recycled_within_1s_of_another']:>9.0%}"
-            f"  {fmt(row['idle_s_per_recycle'], '10.2f')} s {row['idle_slot_share']:>10.1%}"
+            f"  {_fmt(row['idle_s_per_recycle'], '10.2f')} s {row['idle_slot_share']:>10.1%}"
             + (f"  FAILURES {row['failures']}" if row["failures"] else "")
         )
     print("\nMemory, warm and idle (MiB): child RSS / PSS / USS (mean), whole worker RSS / PSS / USS")
@@ -292,22 +295,49 @@ def main() -> None:
             f"{name:<25} {mem['child_rss_mib']:6.0f} / {mem['child_pss_mib']:5.0f} / {mem['child_uss_mib']:5.0f}"
             f"    {mem['worker_rss_mib']:6.0f} / {mem['worker_pss_mib']:5.0f} / {mem['worker_uss_mib']:5.0f}"
         )
+
+
+def main() -> None:
+    args = parse_args()
+    stop_cleanly_on_term()
+    cores = available_cores()
+    configs = configurations([int(limit) for limit in args.limits.split(",")])
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="bench-lifecycle-"))
+    server = localstack.start_redis(work / "redis")
+    workers: dict[str, localstack.WorkerProcess] = {}
+    rows: list[dict] = []
+    memory_rows: dict[str, dict] = {}
+    try:
+        workers = start_workers(configs, server, work, cores)
+        warm = make_batches(cores * 2, args.batch, args.seed + 1)
+        for worker in workers.values():
+            drive(worker, warm, cores)
+        print(f"{len(workers)} workers up and warm in {time.perf_counter() - started:.0f} s on {cores} cores")
+        idle = ("preloaded-unlimited", "in-child-unlimited")  # idle, warm, before any load
+        memory_rows.update({name: memory(workers[name]) for name in idle if name in workers})
+        batches = make_batches(args.requests, args.batch, args.seed)
+        per_round = [batches[i :: args.rounds] for i in range(args.rounds)]
+        spans, failures = drive_rounds(workers, per_round, args.producers)
+        for config in configs:
+            name = config[0]
+            rows.append(recycling_row(config, workers[name].log(), spans[name], per_round, cores))
+            rows[-1]["failures"] = failures[name]
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    add_losses(rows)
+    print_tables(rows, memory_rows, args, cores)
     total_s = time.perf_counter() - started
     print(f"\ntotal {total_s:.0f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "command": " ".join(["benchmarks/lifecycle.py", *sys.argv[1:]]),
-        "cores": cores,
-        "producers": args.producers,
-        "batch_sentences": args.batch,
-        "total_s": total_s,
-        "recycling": rows,
-        "memory": memory_rows,
-    }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"results: {args.out}")
+    write_report(args.out, "lifecycle", {
+        "cores": cores, "producers": args.producers, "batch_sentences": args.batch, "total_s": total_s,
+        "recycling": rows, "memory": memory_rows,
+    })  # fmt: skip
     if any(row["failures"] for row in rows):
-        sys.exit("some requests failed")
+        raise SystemExit("some requests failed")
 
 
 if __name__ == "__main__":

@@ -12,97 +12,38 @@ on the same seeded one-sentence tasks:
 - closed loop: 10 producers each wait for their task's result before sending the next;
 - low load: one producer, one task at a time (the latency a lone task pays for the wait).
 
-    .venv/bin/python benchmarks/microbatch.py            # the documented run, ~3 minutes here
-    .venv/bin/python benchmarks/microbatch.py --quick    # a smoke run of every code path
+    .venv/bin/python -m benchmarks.microbatch            # the documented run, ~3 minutes here
+    .venv/bin/python -m benchmarks.microbatch --quick    # a smoke run of every code path
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
-import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psutil
-import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.serving import cpu_seconds, make_batches, rotated, run_threads, stop_cleanly_on_term
+from benchmarks.harness.alternation import alternated
+from benchmarks.harness.bursts import one_text_burst
+from benchmarks.harness.host import stop_cleanly_on_term
+from benchmarks.harness.report import write_report
+from benchmarks.harness.runner import cpu_seconds, run_threads
+from benchmarks.harness.stats import latency_summary
+from benchmarks.harness.workload import REPO_ROOT, make_batches
 from inference_tasks.cores import available_cores
 from inference_tasks.defaults import DEFAULT_MICROBATCH_MAX_TEXTS, DEFAULT_MICROBATCH_WAIT_MS
-from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK
+from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from tests.support import localstack
-from tests.support.wire import encode, task_message
 
 RESULT_TIMEOUT_S = 600
 CONFIGS = {"batched": DEFAULT_MICROBATCH_MAX_TEXTS, "unbatched": 0}
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
-def collect(redis_url: str, task_ids: list[str]) -> tuple[dict[str, float], int]:
-    """When each task's result was stored (Celery's date_done), read in bulk from the backend; and
-    how many failed. MGET polling instead of one result subscription per task keeps the harness's
-    own CPU, which shares the machine with the worker, small and equal for both configurations."""
-    client = redis.Redis.from_url(redis_url)
-    pending, done, errors = list(task_ids), {}, 0
-    deadline = time.monotonic() + RESULT_TIMEOUT_S
-    while pending and time.monotonic() < deadline:
-        waiting = []
-        for task_id, raw in zip(pending, client.mget([f"celery-task-meta-{i}" for i in pending]), strict=True):
-            meta = json.loads(raw) if raw else {}
-            if meta.get("status") == "SUCCESS" and len(meta["result"]["embeddings"]) == 1:
-                done[task_id] = datetime.fromisoformat(meta["date_done"]).timestamp()
-            elif meta.get("status") in ("FAILURE", "REVOKED", "SUCCESS"):
-                errors += 1
-            else:
-                waiting.append(task_id)
-        pending = waiting
-        if pending:
-            time.sleep(0.05)
-    return done, errors + len(pending)
-
-
-def burst(worker: localstack.WorkerProcess, texts: list[str], producers: int) -> dict:
-    """Every producer pushes its share at once, as a Rails app's client would (one LPUSH per task,
-    pipelined), without waiting; then every result is read back from the backend."""
-    shares = [texts[i::producers] for i in range(producers)]
-    sent: list[list[tuple[float, str]]] = [[] for _ in range(producers)]
-
-    def produce(index: int) -> None:
-        client = redis.Redis.from_url(worker.redis_url)
-        messages = [task_message(EMBED_TASK, [[text]]) for text in shares[index]]
-        with client.pipeline(transaction=False) as pipe:
-            for message in messages:
-                pipe.lpush(INFERENCE_QUEUE, encode(message))
-            at = time.time()
-            pipe.execute()
-        sent[index] = [(at, message["headers"]["id"]) for message in messages]
-
-    run_threads(produce, producers, indexed=True)
-    sends = list(itertools.chain.from_iterable(sent))
-    done, errors = collect(worker.redis_url, [task_id for _, task_id in sends])
-    latencies = [done[task_id] - at for at, task_id in sends if task_id in done]
-    first_sent, last_sent = min(at for at, _ in sends), max(at for at, _ in sends)
-    return {
-        "tasks": len(texts),
-        "wall_s": max(done.values()) - first_sent,
-        "enqueue_s": last_sent - first_sent,
-        "latencies": latencies,
-        "errors": errors,
-    }
 
 
 def closed_loop(worker: localstack.WorkerProcess, texts: list[str], producers: int) -> dict:
@@ -170,9 +111,7 @@ def summary(config: str, scenario: str, parts: list[dict]) -> dict:
         "errors": sum(part["errors"] for part in parts),
         "tasks_per_s": tasks / wall,
         "tasks_per_s_by_round": [part["tasks"] / part["wall_s"] for part in parts],
-        "latency_mean_s": statistics.fmean(latencies),
-        "latency_p50_s": percentile(latencies, 0.5),
-        "latency_p95_s": percentile(latencies, 0.95),
+        **latency_summary(latencies),
         # CPU per task in the worker (main process + children), without the harness's own producers:
         # what bounds throughput on a host that only runs workers.
         "worker_cpu_ms_per_task": 1000 * sum(part["main_cpu_s"] + part["children_cpu_s"] for part in parts) / tasks,
@@ -180,7 +119,7 @@ def summary(config: str, scenario: str, parts: list[dict]) -> dict:
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=1000, help="one-text tasks per burst")
     parser.add_argument("--closed-tasks", type=int, default=400, help="tasks per closed-loop run")
@@ -189,57 +128,50 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="smoke size")
-    parser.add_argument("--out", type=Path, default=localstack.REPO_ROOT / "benchmarks" / "results" / "microbatch.json")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "microbatch.json")
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.closed_tasks, args.lone_tasks, args.producers, args.rounds = 40, 20, 4, 3, 1
-    stop_cleanly_on_term()
-    cores = available_cores()
-    started = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix="bench-microbatch-"))
-    server = localstack.start_redis(work / "redis")
-    workers: dict[str, localstack.WorkerProcess] = {}
-    parts: dict[tuple[str, str], list[dict]] = {}
-    sizes: dict[str, dict] = {}
-    try:
-        for index, (name, max_texts) in enumerate(CONFIGS.items(), start=1):
-            workers[name] = localstack.start_worker(
-                name, server.url(index), work, os.environ, wait_ready=False,
-                concurrency=cores, microbatch_max_texts=max_texts, max_tasks_per_child=0,
-            )  # fmt: skip
-        for worker in workers.values():
-            worker.wait_ready()
-            closed_loop(worker, [text for [text] in make_batches(cores * 4, 1, args.seed + 1)], cores)  # warm
-        print(f"{len(workers)} workers up and warm in {time.perf_counter() - started:.0f} s on {cores} cores")
-        for round_index in range(args.rounds):
-            seed = args.seed + 100 * round_index
-            bursts = [text for [text] in make_batches(args.tasks, 1, seed)]
-            closed = [text for [text] in make_batches(args.closed_tasks, 1, seed + 1)]
-            lone = [text for [text] in make_batches(args.lone_tasks, 1, seed + 2)]
-            for name in rotated(list(workers), round_index):
-                worker = workers[name]
-                for scenario, run in (
-                    ("burst", partial(burst, worker, bursts, args.producers)),
-                    ("closed-loop", partial(closed_loop, worker, closed, args.producers)),
-                    ("low-load", partial(closed_loop, worker, lone, 1)),
-                ):
-                    part = measured(worker, run)
-                    parts.setdefault((name, scenario), []).append(part)
-                    rate = part["tasks"] / part["wall_s"]
-                    print(f"  round {round_index + 1} {name:<9} {scenario:<11} {rate:7.1f} tasks/s", flush=True)
-        for name, worker in workers.items():
-            sizes[name] = batch_sizes(worker, cores)
-    finally:
-        for worker in workers.values():
-            worker.stop()
-        server.process.terminate()
-        server.process.wait(timeout=10)
+    return args
 
-    rows = [summary(name, scenario, runs) for (name, scenario), runs in parts.items()]
-    for row in rows:
-        base = next(r for r in rows if r["config"] == "unbatched" and r["scenario"] == row["scenario"])
-        row["throughput_vs_unbatched"] = row["tasks_per_s"] / base["tasks_per_s"]
-        row["p95_vs_unbatched"] = row["latency_p95_s"] / base["latency_p95_s"]
+
+def one_texts(count: int, seed: int) -> list[str]:
+    return [text for [text] in make_batches(count, 1, seed)]
+
+
+def start_workers(server: Any, work: Path, cores: int, seed: int) -> dict[str, localstack.WorkerProcess]:
+    """One worker per configuration on its own database, started together, then warmed up."""
+    workers: dict[str, localstack.WorkerProcess] = {}
+    for index, (name, max_texts) in enumerate(CONFIGS.items(), start=1):
+        workers[name] = localstack.start_worker(
+            name, server.url(index), work, os.environ, wait_ready=False,
+            concurrency=cores, microbatch_max_texts=max_texts, max_tasks_per_child=0,
+        )  # fmt: skip
+    for worker in workers.values():
+        worker.wait_ready()
+        closed_loop(worker, one_texts(cores * 4, seed + 1), cores)  # warm
+    return workers
+
+
+def run_rounds(workers: dict[str, localstack.WorkerProcess], args: argparse.Namespace) -> dict[tuple[str, str], list]:
+    """Every scenario on every worker, the workers alternated round by round."""
+    parts: dict[tuple[str, str], list[dict]] = {}
+    for round_index, name in alternated(list(workers), args.rounds):
+        seed = args.seed + 100 * round_index
+        worker = workers[name]
+        for scenario, run in (
+            ("burst", partial(one_text_burst, worker, one_texts(args.tasks, seed), args.producers)),
+            ("closed-loop", partial(closed_loop, worker, one_texts(args.closed_tasks, seed + 1), args.producers)),
+            ("low-load", partial(closed_loop, worker, one_texts(args.lone_tasks, seed + 2), 1)),
+        ):
+            part = measured(worker, run)
+            parts.setdefault((name, scenario), []).append(part)
+            rate = part["tasks"] / part["wall_s"]
+            print(f"  round {round_index + 1} {name:<9} {scenario:<11} {rate:7.1f} tasks/s", flush=True)
+    return parts
+
+
+def print_results(rows: list[dict], sizes: dict[str, dict], args: argparse.Namespace, cores: int) -> None:
     print(f"\nOne-text embed tasks, {args.producers} producers, {cores} children, {args.rounds} rounds")
     print("scenario     config       tasks/s  mean ms   p50 ms   p95 ms  x thrpt  x p95  worker CPU ms/task (main)")
     for scenario in ("burst", "closed-loop", "low-load"):
@@ -257,24 +189,41 @@ def main() -> None:
         f"mean {batched.get('mean_batch') or 0:.1f}, largest {batched.get('largest_batch')} "
         f"(of {batched.get('tasks_served')} tasks served; the rest ran alone)"
     )
+
+
+def main() -> None:
+    args = parse_args()
+    stop_cleanly_on_term()
+    cores = available_cores()
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="bench-microbatch-"))
+    server = localstack.start_redis(work / "redis")
+    workers: dict[str, localstack.WorkerProcess] = {}
+    try:
+        workers = start_workers(server, work, cores, args.seed)
+        print(f"{len(workers)} workers up and warm in {time.perf_counter() - started:.0f} s on {cores} cores")
+        parts = run_rounds(workers, args)
+        sizes = {name: batch_sizes(worker, cores) for name, worker in workers.items()}
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    rows = [summary(name, scenario, runs) for (name, scenario), runs in parts.items()]
+    for row in rows:
+        base = next(r for r in rows if r["config"] == "unbatched" and r["scenario"] == row["scenario"])
+        row["throughput_vs_unbatched"] = row["tasks_per_s"] / base["tasks_per_s"]
+        row["p95_vs_unbatched"] = row["latency_p95_s"] / base["latency_p95_s"]
+    print_results(rows, sizes, args, cores)
     total_s = time.perf_counter() - started
     print(f"total {total_s:.0f} s")
-    report = {
-        "command": " ".join(["benchmarks/microbatch.py", *sys.argv[1:]]),
-        "cores": cores,
-        "producers": args.producers,
-        "rounds": args.rounds,
-        "microbatch_max_texts": DEFAULT_MICROBATCH_MAX_TEXTS,
-        "microbatch_wait_ms": DEFAULT_MICROBATCH_WAIT_MS,
-        "total_s": total_s,
-        "results": rows,
-        "batch_sizes": sizes,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"results: {args.out}")
+    write_report(args.out, "microbatch", {
+        "cores": cores, "producers": args.producers, "rounds": args.rounds,
+        "microbatch_max_texts": DEFAULT_MICROBATCH_MAX_TEXTS, "microbatch_wait_ms": DEFAULT_MICROBATCH_WAIT_MS,
+        "total_s": total_s, "results": rows, "batch_sizes": sizes,
+    })  # fmt: skip
     if any(row["errors"] for row in rows):
-        sys.exit("some tasks failed")
+        raise SystemExit("some tasks failed")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -30,21 +29,14 @@ from celery.backends.redis import RedisBackend
 from kombu import Connection
 from kombu.transport import redis as kombu_redis
 
-from benchmarks.screening import cpu_name
+from benchmarks.harness.report import cpu_name
+from benchmarks.harness.runner import per_call_us
 from inference_tasks.app import create_app
 from inference_tasks.broker.transport import Channel, Transport
 from inference_tasks.config import Settings
 from tests.support.localstack import start_redis
 
 ONE_TEXT_RESULT = {"model": "all-MiniLM-L6-v2", "dim": 384, "embeddings": [[0.0123456789] * 384]}
-
-
-def per_call_us(function: Callable[[], object], seconds: float) -> float:
-    calls, started = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - started) < seconds:
-        function()
-        calls += 1
-    return elapsed / calls * 1e6
 
 
 def alternate(pairs: dict[str, tuple[Callable[[], object], Callable[[], object]]], seconds: float, rounds: int) -> None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import base64
 import json
-import platform
-import time
-from collections.abc import Callable
 
+from benchmarks.harness.report import cpu_name
+from benchmarks.harness.runner import per_call_us
 from inference_tasks.broker.envelope import screen
 from inference_tasks.broker.limits import limits_from_settings
 from inference_tasks.config import Settings
@@ -29,22 +28,6 @@ TEXT = "Support ticket: the export to PDF fails after the last update."
 def bare_parse(raw: bytes) -> None:
     envelope = json.loads(raw)
     json.loads(base64.b64decode(envelope["body"]))
-
-
-def per_call_us(function: Callable[[], object], seconds: float = 0.5) -> float:
-    calls, started = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - started) < seconds:
-        function()
-        calls += 1
-    return elapsed / calls * 1e6
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

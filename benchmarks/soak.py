@@ -16,8 +16,8 @@ Every second it samples Redis `used_memory`, the queue depth and the results col
 writes JSON plus a PNG plot of memory and throughput over time. Goal: the steady phase's last
 minute's mean memory within 50 MB of its first minute's.
 
-    .venv/bin/python benchmarks/soak.py               # 10 minutes steady + 1 minute burst
-    .venv/bin/python benchmarks/soak.py --quick       # a smoke run of every path (~1 minute)
+    .venv/bin/python -m benchmarks.soak               # 10 minutes steady + 1 minute burst
+    .venv/bin/python -m benchmarks.soak --quick       # a smoke run of every path (~1 minute)
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.serving import make_batches, stop_cleanly_on_term
+from benchmarks.harness.host import stop_cleanly_on_term
+from benchmarks.harness.report import write_report
+from benchmarks.harness.workload import make_batches
 from inference_tasks import producer
 from inference_tasks.clients.queue_state import queue_depth, redis_memory
 from inference_tasks.cores import available_cores
@@ -188,7 +189,7 @@ def plot(samples: list[dict], path: Path, title: str) -> None:
     plt.close(figure)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the steady phase")
     parser.add_argument("--burst-seconds", type=float, default=60.0)
@@ -200,72 +201,73 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.minutes, args.burst_seconds, args.kept_seconds = 20 / 60, 10.0, 10.0
-    stop_cleanly_on_term()
-    steady_s = args.minutes * 60
-    window_s = min(60.0, steady_s / 4)
-    cores = available_cores()
+    return args
+
+
+def producers(app: Any, batches: list[list[str]], until: float, done: Counter, errors: Counter, count: int,
+              keep: bool = False) -> None:  # fmt: skip
+    """`count` closed-loop Python producers until `until`; keep=True leaves their results in Redis."""
+    threads = [
+        threading.Thread(target=closed_loop, args=(app, batches, until, done, errors, i, keep), daemon=True)
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def run_phases(args: argparse.Namespace, url: str, app: Any, steady_s: float) -> dict[str, Any]:
+    """Steady (Ruby and Python producers, results deleted on read), burst (QueueFull), kept (the
+    control: results left in Redis), with Redis' memory sampled throughout."""
     batches = make_batches(64, BATCH_SIZE, seed=7)
-    workdir = Path(tempfile.mkdtemp(prefix="soak-"))
-    server = localstack.start_redis(workdir / "redis")
-    worker = ruby = None
+    client = redis.Redis.from_url(url)
+    done, errors = Counter(), Counter()
+    phase, samples, stop = ["steady"], [], threading.Event()
+    sampler = threading.Thread(target=sample, args=(client, time.monotonic(), done, phase, samples, stop), daemon=True)
+    sampler.start()
+    ruby = subprocess.Popen(
+        ["ruby", str(RUBY_PRODUCER), str(steady_s), RUBY_DONE_KEY],
+        env=localstack.clean_env(os.environ, REDIS_URL=url),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        url = server.url(0)
-        worker = localstack.start_worker("soak", url, workdir, os.environ, concurrency=cores)
-        app = worker.app
-        client = redis.Redis.from_url(url)
-        done, errors = Counter(), Counter()
-        phase, samples, stop = ["steady"], [], threading.Event()
-        started = time.monotonic()
-        sampler = threading.Thread(target=sample, args=(client, started, done, phase, samples, stop), daemon=True)
-        sampler.start()
-        until = time.monotonic() + steady_s
-        ruby = subprocess.Popen(
-            ["ruby", str(RUBY_PRODUCER), str(steady_s), RUBY_DONE_KEY],
-            env=localstack.clean_env(os.environ, REDIS_URL=url),
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        threads = [
-            threading.Thread(target=closed_loop, args=(app, batches, until, done, errors, i), daemon=True)
-            for i in range(args.python_producers)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        producers(app, batches, time.monotonic() + steady_s, done, errors, args.python_producers)
         ruby_out, _ = ruby.communicate(timeout=RESULT_TIMEOUT_S)
-        ruby_report = json.loads(ruby_out.strip().splitlines()[-1])
-        phase[0] = "burst"
-        burst_report = burst(app, batches, args.burst_seconds, args.max_queue_depth, done)
-        time.sleep(2.0)  # two more samples after the burst, so the plot shows memory coming back
-        leftover_results = sum(1 for _ in client.scan_iter("celery-task-meta-*"))
-        phase[0] = "kept"
-        kept_until = time.monotonic() + args.kept_seconds
-        collected_before_kept = done.value
-        threads = [
-            threading.Thread(target=closed_loop, args=(app, batches, kept_until, done, errors, i, True))
-            for i in range(args.python_producers)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        time.sleep(1.5)
-        stop.set()
-        sampler.join()
     finally:
-        if ruby is not None and ruby.poll() is None:
+        if ruby.poll() is None:
             ruby.kill()
-        if worker is not None:
-            worker.stop()
-        server.process.terminate()
-        server.process.wait(timeout=10)
+    phase[0] = "burst"
+    burst_report = burst(app, batches, args.burst_seconds, args.max_queue_depth, done)
+    time.sleep(2.0)  # two more samples after the burst, so the plot shows memory coming back
+    leftover_results = sum(1 for _ in client.scan_iter("celery-task-meta-*"))
+    phase[0] = "kept"
+    collected_before_kept = done.value
+    producers(app, batches, time.monotonic() + args.kept_seconds, done, errors, args.python_producers, keep=True)
+    time.sleep(1.5)
+    stop.set()
+    sampler.join()
+    return {
+        "samples": samples,
+        "ruby": json.loads(ruby_out.strip().splitlines()[-1]),
+        "burst": burst_report,
+        "results_left_in_redis": leftover_results,
+        "python_results": collected_before_kept,
+        "python_errors": errors.value,
+        "kept_results": done.value - collected_before_kept,
+    }
+
+
+def summarise(run: dict[str, Any], steady_s: float, cores: int) -> dict[str, Any]:
+    samples = run["samples"]
+    window_s = min(60.0, steady_s / 4)
     first = window_mean(samples, "steady", True, window_s)
     last = window_mean(samples, "steady", False, window_s)
     steady_rows = [s for s in samples if s["phase"] == "steady"]
     steady_collected = steady_rows[-1]["collected"] - steady_rows[0]["collected"] if steady_rows else 0
     steady_span = steady_rows[-1]["t"] - steady_rows[0]["t"] if len(steady_rows) > 1 else 1.0
-    summary = {
+    return {
         "cores": cores,
         "steady_s": steady_s,
         "window_s": window_s,
@@ -275,26 +277,45 @@ def main() -> None:
         "memory_flat": abs(last - first) <= 50,
         "memory_peak_mb": max(s["used_memory_mb"] for s in samples),
         "steady_results_per_s": steady_collected / steady_span,
-        "python_results": collected_before_kept,
-        "python_errors": errors.value,
-        "ruby": ruby_report,
-        "burst": burst_report,
-        "results_left_in_redis": leftover_results,
-        "kept": kept_growth(samples, done.value - collected_before_kept),
+        "python_results": run["python_results"],
+        "python_errors": run["python_errors"],
+        "ruby": run["ruby"],
+        "burst": run["burst"],
+        "results_left_in_redis": run["results_left_in_redis"],
+        "kept": kept_growth(samples, run["kept_results"]),
     }
+
+
+def main() -> None:
+    args = parse_args()
+    stop_cleanly_on_term()
+    steady_s = args.minutes * 60
+    cores = available_cores()
+    workdir = Path(tempfile.mkdtemp(prefix="soak-"))
+    server = localstack.start_redis(workdir / "redis")
+    worker = None
+    try:
+        url = server.url(0)
+        worker = localstack.start_worker("soak", url, workdir, os.environ, concurrency=cores)
+        run = run_phases(args, url, worker.app, steady_s)
+    finally:
+        if worker is not None:
+            worker.stop()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    summary = summarise(run, steady_s, cores)
     png = args.out.with_suffix(".png")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     title = (
         f"soak: {steady_s / 60:.1f} min steady (results deleted on read), {args.burst_seconds:.0f} s burst "
         f"(max_queue_depth {args.max_queue_depth}), {args.kept_seconds:.0f} s kept (control); {cores} children"
     )
-    plot(samples, png, title)
-    report = {"command": " ".join(["benchmarks/soak.py", *sys.argv[1:]]), "summary": summary, "samples": samples}
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(run["samples"], png, title)
     print(json.dumps(summary, indent=2))
-    print(f"results: {args.out}, plot: {png}")
-    if errors.value or burst_report["failed_or_lost"] or ruby_report.get("errors"):
-        sys.exit("some tasks failed or were lost")
+    write_report(args.out, "soak", {"summary": summary, "samples": run["samples"]})
+    print(f"plot: {png}")
+    if summary["python_errors"] or summary["burst"]["failed_or_lost"] or summary["ruby"].get("errors"):
+        raise SystemExit("some tasks failed or were lost")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ from datetime import datetime
 
 import pytest
 
+from benchmarks.harness.alternation import alternated
+from benchmarks.harness.host import on_cpus, parse_cpus
+from benchmarks.harness.stats import percentile
+from benchmarks.harness.workload import make_batches
 from benchmarks.lifecycle import log_events, recycle_gaps, same_second_share, whole_pool_restarts
-from benchmarks.serving import make_batches, on_cpus, parse_cpus
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
 
@@ -25,6 +28,20 @@ def test_batches_are_realistic_and_reproducible():
     assert [len(batch) for batch in first] == [64, 64, 64]
     assert make_batches(3, 64, seed=6) != first
     assert all(len(text.split()) >= 4 for batch in first for text in batch)
+
+
+def test_one_percentile_for_every_script():
+    """Nearest rank: the p50 of 4 values is the 2nd, of 5 the 3rd; p95 of 20 values the 19th (serving's
+    table and the micro-batching table used to disagree on the p50)."""
+    assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
+    assert percentile([5.0, 1.0, 4.0, 2.0, 3.0], 0.5) == 3.0
+    assert percentile([float(v) for v in range(1, 21)], 0.95) == 19.0
+
+
+def test_configurations_alternate_so_none_always_runs_first_or_last():
+    """Round 0 in order, round 1 rotated by one and reversed; a shift rotates every round further."""
+    assert list(alternated(["a", "b", "c"], 2)) == [(0, "a"), (0, "b"), (0, "c"), (1, "a"), (1, "c"), (1, "b")]
+    assert [config for _, config in alternated(["a", "b", "c"], 1, shift=1)] == ["b", "c", "a"]
 
 
 def test_worker_cpus_are_parsed_and_what_is_launched_on_them_stays_there():
@@ -75,7 +92,7 @@ def test_worker_log_lines_give_fork_ready_and_first_task_times():
 
 def _run(script: str, out, *options: str) -> dict:
     done = subprocess.run(
-        [sys.executable, f"benchmarks/{script}", "--quick", "--out", str(out), *options],
+        [sys.executable, "-m", f"benchmarks.{script}", "--quick", "--out", str(out), *options],
         cwd=REPO_ROOT,
         env=clean_env(),
         capture_output=True,
@@ -90,7 +107,7 @@ def _run(script: str, out, *options: str) -> dict:
 @pytest.mark.long
 def test_serving_harness_runs_every_configuration(tmp_path):
     """Every configuration answers every request; threads are sampled from the real processes."""
-    report = _run("serving.py", tmp_path / "serving.json")
+    report = _run("serving", tmp_path / "serving.json")
     assert report["errors"] == 0
     configs = {row["config"] for row in report["main"]}
     assert configs == {"http-default", "http-pinned", "celery-unpinned", "celery", "celery-adaptive", "ceiling"}
@@ -120,7 +137,7 @@ def test_serving_harness_runs_every_configuration(tmp_path):
 @pytest.mark.long
 def test_lifecycle_harness_sees_recycles(tmp_path):
     """With max 3 tasks per child, 12 requests on 2 children recycle children; nothing fails."""
-    report = _run("lifecycle.py", tmp_path / "lifecycle.json")
+    report = _run("lifecycle", tmp_path / "lifecycle.json")
     rows = {row["config"]: row for row in report["recycling"]}
     assert all(row["failures"] == 0 for row in rows.values())
     for name in ("preloaded-3", "in-child-3"):
@@ -151,7 +168,7 @@ def test_recycle_gaps_pair_each_new_child_with_the_child_it_replaced():
 @pytest.mark.slow
 def test_microbatch_harness_compares_batched_and_unbatched(tmp_path):
     """Both workers answer every scenario; the batched one really ran batches."""
-    report = _run("microbatch.py", tmp_path / "microbatch.json")
+    report = _run("microbatch", tmp_path / "microbatch.json")
     rows = {(row["config"], row["scenario"]): row for row in report["results"]}
     assert set(rows) == {(c, s) for c in ("batched", "unbatched") for s in ("burst", "closed-loop", "low-load")}
     assert all(row["errors"] == 0 and row["tasks_per_s"] > 0 for row in rows.values())
@@ -163,7 +180,7 @@ def test_microbatch_harness_compares_batched_and_unbatched(tmp_path):
 def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
     """The GPU check (benchmarks/gpu_check.py) at smoke size with --devices cpu: per-child devices are
     reported and the worker's main process has no CUDA context."""
-    [run] = _run("gpu_check.py", tmp_path / "gpu.json", "--devices", "cpu")["runs"]
+    [run] = _run("gpu_check", tmp_path / "gpu.json", "--devices", "cpu")["runs"]
     assert run["tasks"] == 4 and run["tasks_per_s"] > 0
     assert [child["device"] for child in run["children"]] == ["cpu", "cpu"]
     assert run["main_process_cuda_initialized"] is False
@@ -174,7 +191,7 @@ def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
 def test_soak_harness_samples_memory_raises_queue_full_loses_nothing_and_plots(tmp_path):
     """soak --quick: every phase runs, the burst producer meets QueueFull, every accepted task's result
     arrives, no result is left in Redis after the read-and-delete phases, and the PNG is written."""
-    report = _run("soak.py", tmp_path / "soak.json")
+    report = _run("soak", tmp_path / "soak.json")
     summary = report["summary"]
     assert summary["python_errors"] == 0 and summary["ruby"]["errors"] == 0 and summary["ruby"]["results"] > 0
     assert summary["burst"]["queue_full"] > 0 and summary["burst"]["failed_or_lost"] == 0

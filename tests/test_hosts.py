@@ -18,7 +18,7 @@ from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT, SUCCEEDED, worker_command
 from tests.support.netns import Network, namespaces_left
 from tests.support.programs import missing, need_program
-from tests.support.waiting import wait_until
+from tests.support.waiting import poll_until, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -133,11 +133,12 @@ def test_hosts_serve_fail_over_on_a_partition_and_join_under_load(tmp_path):
             pids = [worker.process.pid for worker in workers]
             workers.append(HostWorker(net, hosts[2], url, tmp_path))
             sent: list[str] = []
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:  # keep the queue busy until w3 has served some of it
-                sent += client(client_host, url, "send", "12", "32")["ids"]
-                if sum(workers[2].succeeded()[i] for i in sent) >= 3:
-                    break
+
+            def third_host_has_served_some() -> bool:  # keeps the queue busy meanwhile
+                sent.extend(client(client_host, url, "send", "12", "32")["ids"])
+                return sum(workers[2].succeeded()[i] for i in sent) >= 3
+
+            poll_until(third_host_has_served_some, 240, poll_s=0)  # asserted below, with the shares
             done = client(client_host, url, "wait", *sent)
             assert done["missing"] == []
             shares = {worker.host.name: sum(worker.succeeded()[i] for i in sent) for worker in workers}

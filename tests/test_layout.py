@@ -170,3 +170,25 @@ def test_the_state_finder_finds_an_instance_built_at_import() -> None:
     """A module that builds a holder or leaves a slot for a budget at import is reported; a logger is not."""
     source = "import logging\nlogger = logging.getLogger(__name__)\nHOLDER = ModelHolder()\nBUDGET: int | None = None\n"
     assert module_state("planted", source) == ["planted: HOLDER = ModelHolder()", "planted: BUDGET: int | None = None"]
+
+
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+
+
+def benchmark_import_graph() -> dict[str, set[str]]:
+    """benchmarks' modules and the benchmarks modules each imports (lazy imports included)."""
+    found = {}
+    for path in BENCHMARKS.rglob("*.py"):
+        parts = path.relative_to(BENCHMARKS.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def test_benchmarks_are_a_harness_library_and_scripts_with_no_import_cycle() -> None:
+    """Scripts import the harness, the harness imports no script, nothing edits sys.path (scripts run
+    as `python -m benchmarks.<name>` from the repository root)."""
+    graph = benchmark_import_graph()
+    assert find_cycle(graph) is None
+    harness = {name for name in graph if name.startswith("benchmarks.harness")}
+    assert not {target for name in harness for target in graph[name]} - harness
+    assert [path.name for path in BENCHMARKS.rglob("*.py") if "sys.path" in path.read_text()] == []
