@@ -22,8 +22,8 @@ from pathlib import Path
 
 from benchmarks.harness.workload import make_batches
 from inference_tasks.routing import EMBED_TASK
-from inference_tasks.worker.control import COMMAND
 from tests.support import localstack
+from tests.support.control import worker_report
 
 RESULT_TIMEOUT_S = 300
 
@@ -39,8 +39,7 @@ def run_on(device: str, server: localstack.RedisServer, db: int, work: Path, bat
         for result in results:
             result.get(timeout=RESULT_TIMEOUT_S)
         elapsed = time.perf_counter() - started
-        [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
-        [report] = reply.values()
+        report = worker_report(worker.app)
     finally:
         worker.stop()
     return {

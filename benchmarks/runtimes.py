@@ -15,6 +15,7 @@ from benchmarks.harness.report import print_table
 from benchmarks.harness.runner import combine, run
 from benchmarks.harness.targets import CeleryTarget, Target
 from benchmarks.harness.workload import make_batches, ticket_texts
+from tests.support.control import worker_report
 
 RUNTIME_CONFIGS = ["celery", "celery-openvino", "ceiling", "ceiling-openvino"]
 CHILD_READY = re.compile(r"child ready ([\d.]+) s after fork")
@@ -140,10 +141,7 @@ def sentences_per_s(part: dict) -> float:
 
 def child_facts(target: CeleryTarget) -> dict:
     """Each child's RSS and precision (the workers' own report) and fork-to-ready times (their log)."""
-    from inference_tasks.worker.control import COMMAND
-
-    [reply] = target.worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
-    [report] = reply.values()
+    report = worker_report(target.worker.app)
     return {
         "rss_mib": [child["rss_bytes"] / 2**20 for child in report["children"]],
         "precision": sorted({child["precision"] or "?" for child in report["children"]}),

@@ -12,6 +12,7 @@ from kombu.entity import Exchange, Queue
 from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
+from inference_tasks.config_checks import ConfigError
 from inference_tasks.ops.flower_guard import guard_flower
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
@@ -60,10 +61,11 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         "task_serializer": "json",
         "result_serializer": RESULT_SERIALIZER,
         "event_serializer": "json",
-        # Only the inference queue is declared, so a plain `celery -A inference_tasks worker`
-        # never pulls training work into pinned children; `-Q training` creates that queue
-        # (task_create_missing_queues), with its own exchange and routing key like this one.
-        "task_queues": [Queue(INFERENCE_QUEUE, Exchange(INFERENCE_QUEUE), routing_key=INFERENCE_QUEUE)],
+        # Only the served model's queues are declared (`inference` and `inference.<alias>` for the
+        # default model, `inference.<alias>` for another), so a plain `celery -A inference_tasks worker`
+        # serves its model and never pulls training work into pinned children; `-Q training` creates
+        # that queue (task_create_missing_queues), with its own exchange and routing key like these.
+        "task_queues": [Queue(name, Exchange(name), routing_key=name) for name in served_queues(settings)],
         "task_default_queue": INFERENCE_QUEUE,
         "task_routes": TASK_ROUTES,
         # Ack after the task ran, and requeue it if its child died: a killed child loses nothing.
@@ -102,6 +104,15 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
     }
     conf.update(connection_conf(settings))
     return conf
+
+
+def served_queues(settings: Settings) -> list[str]:
+    """The queues of the model INFERENCE_MODEL names; `inference` alone while the catalogue cannot be
+    read (a worker then refuses to start at worker_init, saying why: signals.py)."""
+    try:
+        return settings.catalogue.queues_of(settings.served_model.alias)
+    except ConfigError:
+        return [INFERENCE_QUEUE]
 
 
 def broker_transport_options(settings: Settings) -> dict[str, Any]:

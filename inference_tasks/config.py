@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from inference_tasks import defaults, devices
 from inference_tasks.config_checks import ConfigError, check_settings, redact
 from inference_tasks.cores import available_cores
+
+if TYPE_CHECKING:
+    from inference_tasks.catalogue import Catalogue, ModelEntry
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,11 @@ class Settings:
     redis_url: str = field(default=defaults.DEFAULT_REDIS_URL, repr=False)
     redis_tls_ca_file: str | None = None
     redis_tls_cert_reqs: str = "required"
-    model: str = defaults.DEFAULT_MODEL
+    # The model this worker serves: an alias of the catalogue, the packaged model's name
+    # ("all-MiniLM-L6-v2"), or a local sentence-transformers directory; None: the catalogue's default.
+    model: str | None = None
+    # A TOML catalogue of models (catalogue.py); None: the built-in models only.
+    models_file: str | None = None
     device: str = defaults.DEFAULT_DEVICE
     children_per_gpu: int = defaults.DEFAULT_CHILDREN_PER_GPU
     encode_batch_size_cpu: int = defaults.DEFAULT_ENCODE_BATCH_SIZE_CPU
@@ -103,6 +112,34 @@ class Settings:
     def extra_task_names(self) -> tuple[str, ...]:
         """INFERENCE_EXTRA_TASKS as a tuple of names and "prefix.*" patterns."""
         return tuple(name.strip() for name in (self.extra_tasks or "").split(",") if name.strip())
+
+    @functools.cached_property
+    def models(self) -> tuple[Catalogue, ModelEntry]:
+        """The catalogue (INFERENCE_MODELS_FILE plus the built-ins) and the entry this process serves
+        (INFERENCE_MODEL), read and checked once, on first use: a worker's start. CatalogueError names
+        the file, the model and the field."""
+        from inference_tasks.catalogue import CatalogueError, load_catalogue, served_entry
+
+        catalogue, entry = served_entry(load_catalogue(self.models_file), self.model)
+        if (entry.backend or self.backend) == "openvino" and self.device != devices.CPU:
+            raise CatalogueError(
+                f"model {entry.alias!r} runs on OpenVINO, on the CPU only: set {defaults.ENV_PREFIX}DEVICE=cpu"
+            )
+        return catalogue, entry
+
+    @property
+    def catalogue(self) -> Catalogue:
+        return self.models[0]
+
+    @property
+    def served_model(self) -> ModelEntry:
+        """The catalogue entry of the model this worker serves."""
+        return self.models[1]
+
+    @property
+    def model_backend(self) -> str:
+        """The served model's runtime: its catalogue entry's backend, else INFERENCE_BACKEND."""
+        return self.served_model.backend or self.backend
 
     @property
     def model_cache_dir(self) -> Path:
@@ -185,6 +222,6 @@ def _parse(variable: str, raw: str, kind: type) -> object:
     return text
 
 
-def load_settings() -> Settings:
-    """Settings for this process, from its real environment."""
-    return Settings.from_env(os.environ)
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings for this process, from its real environment (or `environ`, for a command that overrides some)."""
+    return Settings.from_env(os.environ if environ is None else environ)

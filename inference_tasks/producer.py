@@ -20,10 +20,11 @@ from typing import Any
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
+from inference_tasks.catalogue import model_queue
 from inference_tasks.clients.connections import broker_redis
 from inference_tasks.clients.queue_state import queue_depth
 from inference_tasks.clients.redis_errors import is_out_of_memory
-from inference_tasks.routing import INFERENCE_QUEUE, TASK_ROUTES
+from inference_tasks.routing import INFERENCE_QUEUE, MODEL_TASKS, TASK_ROUTES
 
 # While waiting for room in a queue (wait_for_room), the first and longest pause between checks.
 FIRST_ROOM_CHECK_S = 0.05
@@ -67,9 +68,19 @@ def send(
     kwargs: dict[str, Any] | None = None,
     *,
     max_queue_depth: int | None = None,
+    model: str | None = None,
     **options: Any,
 ) -> AsyncResult:
-    """app.send_task, refused with QueueFull when the queue is already at max_queue_depth."""
+    """app.send_task, refused with QueueFull when the queue is already at max_queue_depth.
+
+    `model` (a catalogue alias) sends the task to that model's queue, `inference.<alias>`, and names
+    the model in its arguments, so no other model can answer it; no catalogue is needed to route.
+    """
+    if model is not None:
+        if task_name not in MODEL_TASKS:
+            raise ValueError(f"model= applies to {', '.join(MODEL_TASKS)}, not {task_name}")
+        kwargs = {**(kwargs or {}), "model": model}
+        options["queue"] = model_queue(model)
     if max_queue_depth is not None:
         queue = queue_for(task_name, options)
         depth = queue_depth(broker_redis(app.settings), queue)

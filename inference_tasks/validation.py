@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from inference_tasks.catalogue import model_queue
 from inference_tasks.config import Settings
 from inference_tasks.routing import EMBED_ENCODINGS, ENCODING_ALIASES
 
@@ -165,3 +166,20 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool | int | float) and not isinstance(value, bool):
         return f"a number ({value!r})"
     return names.get(type(value), type(value).__name__)
+
+
+def check_model(task: str, model: Any, settings: Settings) -> str:
+    """The alias this worker serves, when `model` (an alias, or None: the model of the queue the task
+    came from) asks for it; else InvalidInput naming the queue that serves the one asked for, or,
+    for an alias no catalogue entry has, the known ones. A task is never answered by another model."""
+    catalogue, served = settings.models
+    if model is None or model == served.alias:
+        return served.alias
+    if not isinstance(model, str):
+        raise InvalidInput(f"{task}: model must be a model alias (a string), got {_kind(model)}")
+    if model not in catalogue.models:
+        raise InvalidInput(f"{task}: unknown model {model!r}; known models: {', '.join(sorted(catalogue.models))}")
+    raise InvalidInput(
+        f"{task}: this worker serves model {served.alias!r}; model {model!r} is served on queue "
+        f"{model_queue(model)!r} (send the task there: producers route by the model argument)"
+    )

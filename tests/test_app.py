@@ -47,11 +47,15 @@ def test_delivery_settings_never_lose_a_task_to_a_dead_child():
     assert conf.worker_pool == "inference_tasks.worker.pool:TaskPool"  # what `--pool prefork` selects
 
 
-def test_plain_worker_consumes_only_the_inference_queue():
-    """Only the inference queue is declared, and the public tasks route to it."""
+def test_plain_worker_consumes_only_its_models_queues(tmp_path):
+    """Only the served model's queues are declared (never training), and the public tasks route to
+    `inference`: the default model's `inference` and `inference.minilm`; another model's own alone."""
     conf = create_app(Settings()).conf
-    assert [queue.name for queue in conf.task_queues] == [INFERENCE_QUEUE]
+    assert [queue.name for queue in conf.task_queues] == [INFERENCE_QUEUE, "inference.minilm"]
     assert conf.task_routes[EMBED_TASK] == {"queue": INFERENCE_QUEUE}
+    (tmp_path / "models.toml").write_text("[models.e5]\n")
+    other = create_app(Settings(models_file=str(tmp_path / "models.toml"), model="e5")).conf
+    assert [queue.name for queue in other.task_queues] == ["inference.e5"]
 
 
 def test_priority_lists_have_readable_names():

@@ -29,7 +29,8 @@ def test_defaults_without_any_environment():
     """An empty environment gives the documented local defaults."""
     settings = Settings.from_env({})
     assert settings.redis_url == DEFAULT_REDIS_URL == "redis://127.0.0.1:6379/0"
-    assert settings.model == DEFAULT_MODEL
+    assert settings.model is None and settings.models_file is None
+    assert settings.served_model.alias == "minilm" and settings.served_model.source == DEFAULT_MODEL
     assert settings.concurrency == available_cores()
     assert settings.pin_threads is True
     assert settings.max_tasks_per_child == DEFAULT_MAX_TASKS_PER_CHILD >= 100

@@ -10,7 +10,7 @@ import pytest
 from inference_tasks import devices
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from inference_tasks.worker import gpu
-from inference_tasks.worker.control import COMMAND
+from tests.support.control import ask_once, worker_report
 from tests.support.waiting import wait_until
 
 RESULT_TIMEOUT_S = 120
@@ -42,11 +42,10 @@ def test_a_recycled_child_takes_its_slot_and_so_its_slots_gpu(start_worker):
     worker = start_worker(concurrency=2, max_tasks_per_child=2, max_tasks_per_child_jitter=0, microbatch_max_texts=0)
 
     def children() -> dict[int, int]:
-        [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
-        [report] = reply.values()
-        return {child["pid"]: child["slot"] for child in report["children"]}
+        report = ask_once(worker.app)  # None when the busy main process missed this broadcast
+        return {child["pid"]: child["slot"] for child in report["children"]} if report else {}
 
-    before = wait_until(lambda: len(children()) == 2 and children(), 60, "both children")
+    before = wait_until(lambda: len(c := children()) == 2 and c, 60, "both children")
     results = [worker.app.send_task(EMBED_TASK, args=[["recycle me"]]) for _ in range(8)]
     assert all(len(r.get(timeout=RESULT_TIMEOUT_S)["embeddings"]) == 1 for r in results)
     # 8 jobs, 2 per child: at least 2 replacements beyond the first two children.
@@ -102,8 +101,7 @@ def test_auto_falls_back_to_cpu_and_the_main_process_never_initialises_cuda(star
     assert len(result["embeddings"][0]) == 384
     info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert (info["device"], info["encode_batch_size"], info["gpu_memory"]) == ("cpu", 32, None)
-    [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
-    [report] = reply.values()
+    report = worker_report(worker.app)
     assert "main" in report, report
     assert report["main"]["cuda_initialized"] is False
     assert [child["device"] for child in report["children"]] == ["cpu", "cpu"]

@@ -15,6 +15,7 @@ from test_operations import exporter, scrape
 from inference_tasks.config import Settings
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from inference_tasks.worker.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
+from tests.support.control import worker_report
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until
@@ -157,10 +158,7 @@ def test_a_worker_serves_from_openvino_with_one_thread_per_child(start_worker, m
     assert (info["backend"], info["runtime_threads"], info["model_load_mode"]) == ("openvino", 1, "preloaded")
     assert info["precision"] in ("bf16", "f32")
     assert info["os_threads"] <= 4, info  # main thread, one inference thread, a few idle runtime threads
-    from inference_tasks.worker.control import COMMAND
-
-    [reply] = worker.app.control.broadcast(COMMAND, reply=True, timeout=5)
-    [report] = reply.values()
+    report = worker_report(worker.app)
     assert report["backend"] == "openvino"
     assert [child["precision"] for child in report["children"]] == [info["precision"]] * 2
     assert [child["compute_threads"] for child in report["children"]] == [1, 1]

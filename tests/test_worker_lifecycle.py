@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from inference_tasks.clients.keys import DEAD_LETTER_KEY
-from inference_tasks.ops.doctor import ask_workers
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
+from tests.support.control import worker_report
 from tests.support.events import EventRecorder
 from tests.support.local import redis_client
 from tests.support.localstack import REPO_ROOT
@@ -164,7 +164,7 @@ def test_recycling_after_max_tasks_replaces_children_and_loses_nothing(start_wor
     assert not initial & set(worker.child_pids())
     # The pool counts every child that left and was reaped (the exporter's children_exited): at least
     # the two first ones, gone from the process table.
-    [report] = ask_workers(worker.app, 10).values()
+    report = worker_report(worker.app)
     assert report["children_exited"] >= len(initial), (report["children_exited"], initial)
 
 

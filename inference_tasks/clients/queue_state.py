@@ -40,6 +40,18 @@ class QueueSnapshot:
     recent_failures_kept: int
 
 
+def fleet_queues(settings: Any) -> tuple[str, ...]:
+    """inference, training, and the queue of every model in the catalogue (INFERENCE_MODELS_FILE);
+    the first two alone while the catalogue cannot be read."""
+    from inference_tasks.catalogue import watched_queues
+    from inference_tasks.config_checks import ConfigError
+
+    try:
+        return watched_queues(settings.catalogue, QUEUES)
+    except ConfigError:
+        return QUEUES
+
+
 def snapshot(client: Any, failures: int = 10, queues: tuple[str, ...] = QUEUES) -> QueueSnapshot:
     """Depth of every priority list of every queue, unacked, dead letters and the newest failures,
     in one round trip."""

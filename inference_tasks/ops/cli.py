@@ -38,12 +38,32 @@ def main() -> None:
     """Celery workers that embed and classify texts, one native thread per child."""
 
 
+def served_model(model: str | None) -> tuple[str, list[str], dict[str, str]]:
+    """The alias INFERENCE_MODEL (or --model) names, its queues, and the environment that selects it."""
+    from inference_tasks.config import load_settings
+    from inference_tasks.config_checks import ConfigError
+
+    environment = {"INFERENCE_MODEL": model} if model else {}
+    try:
+        settings = load_settings({**os.environ, **environment})
+        alias = settings.served_model.alias
+        return alias, settings.catalogue.queues_of(alias), environment
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
 @main.command(context_settings=PASS_THROUGH)
+@click.option(
+    "--model", default=None, help="The catalogue alias to serve (default: INFERENCE_MODEL, else the default)."
+)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def worker(celery_args: tuple[str, ...]) -> None:
-    """Inference profile: queue `inference`, prefork, INFERENCE_CONCURRENCY children of one thread."""
-    preset = ["-Q", INFERENCE_QUEUE, "--pool", "prefork", "-n", "inference@%h", "-l", "info"]
-    exec_celery_worker(preset, celery_args, {"INFERENCE_PROFILE": "inference"})
+def worker(model: str | None, celery_args: tuple[str, ...]) -> None:
+    """Inference profile for one model: its queues (`inference` and `inference.<alias>` for the default
+    model, `inference.<alias>` for another), prefork, INFERENCE_CONCURRENCY children of one thread."""
+    alias, queues, environment = served_model(model)
+    node = "inference@%h" if INFERENCE_QUEUE in queues else f"inference-{alias}@%h"
+    preset = ["-Q", ",".join(queues), "--pool", "prefork", "-n", node, "-l", "info"]
+    exec_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "inference"})
 
 
 @main.command(context_settings=PASS_THROUGH)
@@ -98,9 +118,12 @@ def metrics(address: str, port: int, timeout: float) -> None:
 
 @main.command("export-model")
 @click.option("--backend", type=click.Choice(["openvino"]), required=True, help="The runtime to export for.")
+@click.option(
+    "--model", default=None, help="The catalogue alias to export (default: INFERENCE_MODEL, else the default)."
+)
 @click.option("--force", is_flag=True, help="Export again even if a complete export exists.")
-def export_model(backend: str, force: bool) -> None:
-    """Export INFERENCE_MODEL for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
+def export_model(backend: str, model: str | None, force: bool) -> None:
+    """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
     INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
     from inference_tasks.config import load_settings
     from inference_tasks.ops.export import export_openvino
@@ -108,7 +131,8 @@ def export_model(backend: str, force: bool) -> None:
 
     if problem := runtime_missing():
         raise click.ClickException(problem)
-    done = export_openvino(load_settings(), force=force)
+    _, _, environment = served_model(model)  # a bad catalogue or alias: a clear error, not a traceback
+    done = export_openvino(load_settings({**os.environ, **environment}), force=force)
     verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
     click.echo(f"{backend}: {verb}: {done.path}")
 

@@ -100,6 +100,7 @@ def host_verdicts(replies: dict[str, dict[str, Any]]) -> list[HostVerdict]:
         host.rows.append(
             {
                 "worker": node,
+                "model": report.get("alias") or "?",
                 "profile": report["profile"],
                 "children": len(children),
                 "threads_per_child": per_child,
@@ -186,15 +187,14 @@ def check_model(settings: Settings) -> Check:
     try:
         from inference_tasks.worker.models import make_embedder
 
-        embedder = make_embedder(
-            settings.model, "cpu", settings.backend, settings.model_cache_dir, settings.openvino_precision
-        )
+        model, backend = settings.served_model.source, settings.model_backend
+        embedder = make_embedder(model, "cpu", backend, settings.model_cache_dir, settings.openvino_precision)
         dim = len(embedder.encode(["doctor"], normalize=True)[0])
     except Exception as error:  # noqa: BLE001 - any failure to load is the finding
-        fix = f"fix {ENV_PREFIX}MODEL"
-        if settings.backend == "openvino":
+        fix = f"fix {ENV_PREFIX}MODEL or {ENV_PREFIX}MODELS_FILE"
+        if settings.model_backend == "openvino":
             fix += " or run `inference-tasks export-model --backend openvino` (and install the openvino extra)"
-        return Check("model", False, f"{settings.model} failed to load ({settings.backend}): {error}", fix)
+        return Check("model", False, f"{settings.model or 'the default model'} failed to load: {error}", fix)
     runtime = f"{embedder.backend} {embedder.precision}"
     took = time.perf_counter() - started
     return Check("model", True, f"{embedder.name} loads on {runtime} ({dim} dims, {took:.1f} s here)")
@@ -237,12 +237,16 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
         )
     for host in verdicts:
         table = Table(title=f"{host.host}: {host.cores} cores")
-        columns = ("worker", "profile", "children", "threads per child", "OS threads per child", "compute threads")
-        for column in (*columns, "runtime", "devices", "MPS"):
+        columns = (
+            "worker", "model", "profile", "children", "threads per child", "OS threads per child",
+            "compute threads", "runtime", "devices", "MPS",
+        )  # fmt: skip
+        for column in columns:
             table.add_column(column)
         for row in host.rows:
             table.add_row(
                 row["worker"],
+                row["model"],
                 str(row["profile"]),
                 str(row["children"]),
                 ", ".join(map(str, row["threads_per_child"])),

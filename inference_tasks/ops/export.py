@@ -33,12 +33,13 @@ class Export:
 
 
 def export_openvino(settings: Any, force: bool = False) -> Export:
-    """The OpenVINO export of settings.model under settings.model_cache_dir, made if missing."""
+    """The OpenVINO export of the served model (INFERENCE_MODEL) under settings.model_cache_dir, made if missing."""
     from inference_tasks.worker.models import resolve_model_path
     from inference_tasks.worker.threads import set_offline_env
 
-    source = resolve_model_path(settings.model)
-    target = export_path(settings.model, source, settings.model_cache_dir)
+    model = settings.served_model.source
+    source = resolve_model_path(model)
+    target = export_path(model, source, settings.model_cache_dir)
     if is_exported(target) and not force:
         return Export(target, False, 0.0)
     set_offline_env(os.environ)  # nothing is downloaded: the model and its tokenizer are local
@@ -49,7 +50,8 @@ def export_openvino(settings: Any, force: bool = False) -> Export:
     try:
         _convert(source, staging / IR_FILE)
         manifest = {
-            "model": settings.model,
+            "model": model,
+            "alias": settings.served_model.alias,
             "source": str(source),
             "backend": "openvino",
             "openvino": _openvino_version(),

@@ -40,7 +40,7 @@ class InferenceCollector(Collector):
         up = GaugeMetricFamily("inference_redis_up", "1 if Redis answered this scrape")
         client = broker_redis(self.app.settings)
         try:
-            queues = queue_state.snapshot(client, failures=0)
+            queues = queue_state.snapshot(client, failures=0, queues=queue_state.fleet_queues(self.app.settings))
             memory = queue_state.redis_memory(client)
         except Exception:  # noqa: BLE001 - Redis down is itself the reading
             up.add_metric([], 0)
@@ -51,17 +51,17 @@ class InferenceCollector(Collector):
         depth = GaugeMetricFamily(
             "inference_queue_depth",
             "Messages waiting in a queue's Redis list for one priority (0 is served first)",
-            labels=["queue", "priority"],
+            labels=["queue", "priority", "model"],
         )
         total = GaugeMetricFamily(
-            "inference_queue_depth_total", "Messages waiting in a queue, all priorities", labels=["queue"]
+            "inference_queue_depth_total", "Messages waiting in a queue, all priorities", labels=["queue", "model"]
         )
         totals: dict[str, int] = {}
         for entry in queues.depths:
-            depth.add_metric([entry.queue, str(entry.priority)], entry.depth)
+            depth.add_metric([entry.queue, str(entry.priority), self._model_of(entry.queue)], entry.depth)
             totals[entry.queue] = totals.get(entry.queue, 0) + entry.depth
         for queue, count in totals.items():
-            total.add_metric([queue], count)
+            total.add_metric([queue, self._model_of(queue)], count)
         yield depth
         yield total
         yield _gauge(
@@ -82,6 +82,16 @@ class InferenceCollector(Collector):
             queues.recent_failures_kept,
         )
 
+    def _model_of(self, queue: str) -> str:
+        """The alias of the model whose tasks `queue` holds; "" for training or an unreadable catalogue."""
+        from inference_tasks.catalogue import model_of_queue
+        from inference_tasks.config_checks import ConfigError
+
+        try:
+            return model_of_queue(queue, self.app.settings.catalogue) or ""
+        except ConfigError:
+            return ""
+
     def _worker_metrics(self) -> Iterator[Any]:
         from inference_tasks.ops.doctor import ask_workers, host_verdicts
 
@@ -92,7 +102,7 @@ class InferenceCollector(Collector):
         workers = GaugeMetricFamily("inference_workers", "Workers that answered this scrape's broadcast")
         workers.add_metric([], len(replies))
         yield workers
-        child_labels = ["worker", "slot"]
+        child_labels = ["worker", "model", "slot"]
         os_threads = GaugeMetricFamily(
             "inference_child_os_threads", "Threads the kernel counts in a child", labels=child_labels
         )
@@ -105,7 +115,7 @@ class InferenceCollector(Collector):
         load = GaugeMetricFamily(
             "inference_worker_model_load_seconds",
             "Model load time in the worker's main process (preloaded)",
-            labels=["worker"],
+            labels=["worker", "model"],
         )
         runtime = GaugeMetricFamily(
             "inference_child_runtime_info",
@@ -118,14 +128,15 @@ class InferenceCollector(Collector):
             labels=["worker"],
         )
         for node, report in sorted(replies.items()):
+            model = report.get("alias") or ""
             for child in report["children"]:
-                labels = [node, str(child["slot"])]
+                labels = [node, model, str(child["slot"])]
                 os_threads.add_metric(labels, child["os_threads"])
                 compute.add_metric(labels, child["compute_threads"])
                 rss.add_metric(labels, child["rss_bytes"])
                 runtime.add_metric([*labels, report.get("backend", "torch"), child.get("precision") or "unknown"], 1)
             if report.get("model_load_seconds") is not None:
-                load.add_metric([node], report["model_load_seconds"])
+                load.add_metric([node, model], report["model_load_seconds"])
             exited.add_metric([node], report.get("children_exited") or 0)
         yield from (os_threads, compute, rss, runtime, load, exited)
         host_threads = GaugeMetricFamily(

@@ -15,7 +15,7 @@ def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10
 
     client = broker_redis(app.settings)
     try:
-        queues = queue_state.snapshot(client, failures)
+        queues = queue_state.snapshot(client, failures, queue_state.fleet_queues(app.settings))
     except Exception as error:  # noqa: BLE001 - unreachable for whatever reason is the finding
         console.print(f"[red]Redis unreachable[/red] at {app.settings.redacted_redis_url}: {error}")
         return 1

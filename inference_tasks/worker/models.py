@@ -55,6 +55,10 @@ class Embedder(Protocol):
 
     def place(self, device: str, dtype: str = "float32") -> None: ...
 
+    def limit_length(self, tokens: int) -> None:
+        """Read at most `tokens` word pieces of each text (a catalogue entry's max_seq_length)."""
+        ...
+
 
 def resolve_model_path(model: str) -> Path:
     """The local directory holding the configured model; never a hub download."""
@@ -102,6 +106,9 @@ class SentenceTransformerEmbedder:
         )
         return vectors if vectors.dtype.name == "float32" else vectors.astype("float32")
 
+    def limit_length(self, tokens: int) -> None:
+        self._model.max_seq_length = tokens
+
     def place(self, device: str, dtype: str = "float32") -> None:
         """Move the weights to `device` (a child moving the main process's CPU copy to its GPU)."""
         import torch
@@ -148,8 +155,10 @@ class ModelHolder:
     heads: dict[str, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
-    def load(self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
-             cache: Path | None = None, precision: str = "auto") -> None:  # fmt: skip
+    def load(
+        self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
+        cache: Path | None = None, precision: str = "auto", max_seq_length: int | None = None,
+    ) -> None:  # fmt: skip
         """Load the model without running it; on failure remember why instead of raising.
 
         Celery swallows exceptions raised in signal handlers, so raising here would leave a
@@ -158,6 +167,8 @@ class ModelHolder:
         started = time.perf_counter()
         try:
             embedder = make_embedder(model, device, backend, cache, precision)
+            if max_seq_length is not None:
+                embedder.limit_length(max_seq_length)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
             self._fail(model, exc)
             return
@@ -244,8 +255,10 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         logger.error("%s; every task in this process will fail", error)
         return
     if holder.embedder is None:
-        holder.load(settings.model, device, LOAD_IN_CHILD, settings.backend, settings.model_cache_dir,
-                    settings.openvino_precision)  # fmt: skip
+        holder.load(
+            settings.served_model.source, device, LOAD_IN_CHILD, settings.model_backend,
+            settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
+        )  # fmt: skip
         if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
             holder.embedder.place(device, settings.cuda_dtype)
     elif holder.embedder.device != device:
@@ -256,7 +269,7 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         try:
             holder.embedder.compile(threads)  # type: ignore[attr-defined]  # OpenVinoEmbedder's own step
         except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
-            holder._fail(settings.model, exc)
+            holder._fail(settings.served_model.source, exc)
             return
     on_gpu = device.startswith(CUDA)
     holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu

@@ -148,6 +148,9 @@ class OpenVinoEmbedder:
         self._inputs = [port.get_any_name() for port in self._model.inputs]
         self._request: Any = None
 
+    def limit_length(self, tokens: int) -> None:
+        self._max_length = tokens
+
     def compile(self, threads: int | None) -> None:
         """Compile for this process with `threads` inference threads (None: OpenVINO's default)."""
         config: dict[str, Any] = dict(BASE_CONFIG)

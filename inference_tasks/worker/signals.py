@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import resource
 import signal
 import time
 from typing import Any
@@ -42,6 +41,11 @@ from inference_tasks.worker import (
 from inference_tasks.worker.context import WorkerContext, current, start
 from inference_tasks.worker.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.models import LOAD_IN_CHILD, LOAD_PRELOADED, place_model
+from inference_tasks.worker.start_checks import (
+    refuse_memory_limit_below_footprint,
+    refuse_to_start_without_a_model,
+    refuse_to_start_without_the_export,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     if not ours(sender.app):
         return
     settings = sender.app.settings
+    refuse_to_start_without_a_model(settings, list(sender.app.amqp.queues.consume_from))
     prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
     ctx = start()
     record = ctx.process
@@ -83,13 +88,13 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     threads.set_offline_env(os.environ)
     if record.threads is not None:
         threads.set_thread_env(os.environ, record.threads)
-    if settings.backend == "openvino":
+    if settings.model_backend == "openvino":
         refuse_to_start_without_the_export(settings)
     started = time.perf_counter()
     import sentence_transformers  # noqa: F401 - imported for its side effect: loaded once, shared by fork
     import torch  # noqa: F401
 
-    if settings.backend == "openvino":
+    if settings.model_backend == "openvino":
         import openvino  # noqa: F401
 
     record.import_seconds = time.perf_counter() - started
@@ -98,28 +103,6 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         preload_model(ctx, settings)
     if prefork and record.threads == 1 and settings.adaptive_threads:
         ctx.budget = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
-
-
-class RefusedToStart(SystemExit):
-    """The worker stops before consuming anything, saying why (INFERENCE_BACKEND=openvino without
-    OpenVINO or without the export: the message names the command to run)."""
-
-
-def refuse_to_start_without_the_export(settings: Any) -> None:
-    """Stop the worker before it consumes anything if the OpenVINO export is missing.
-
-    Exporting here instead would trace the model with a torch forward pass in the process that
-    forks the children (libgomp), and would repeat a deploy step on every start; a worker that
-    started anyway would fail every task. SystemExit passes through Celery's signal dispatch.
-    """
-    from inference_tasks.worker.models import resolve_model_path
-    from inference_tasks.worker.openvino_model import export_path, is_exported, missing_export_message, runtime_missing
-
-    path = export_path(settings.model, resolve_model_path(settings.model), settings.model_cache_dir)
-    message = runtime_missing() or (None if is_exported(path) else missing_export_message(settings.model, path))
-    if message:
-        logger.critical(message)
-        raise RefusedToStart(message)
 
 
 def preload_model(ctx: WorkerContext, settings: Any) -> None:
@@ -136,8 +119,10 @@ def preload_model(ctx: WorkerContext, settings: Any) -> None:
     threads.limit_loaded_pools(1)
     # Always on the CPU here: a CUDA context in this process would break every child forked
     # from it; each child moves its copy to its own device (place_model).
-    ctx.model.load(settings.model, devices.CPU, LOAD_PRELOADED, settings.backend, settings.model_cache_dir,
-                settings.openvino_precision)  # fmt: skip
+    ctx.model.load(
+        settings.served_model.source, devices.CPU, LOAD_PRELOADED, settings.model_backend,
+        settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
+    )  # fmt: skip
     gc.freeze()
 
 
@@ -199,27 +184,6 @@ def pin_threads_and_load_model(**_: Any) -> None:
         )
     if record.profile == PROFILE_INFERENCE:
         refuse_memory_limit_below_footprint(settings.max_memory_per_child_mb)
-
-
-def refuse_memory_limit_below_footprint(limit_mb: int) -> None:
-    """Stop the worker if a freshly loaded child already exceeds worker_max_memory_per_child.
-
-    Celery compares the limit with the child's peak RSS after every task: a limit below what the
-    model needs recycles every child after its first task, forever (a reload each time). That is
-    a configuration error; the whole worker stops (warm shutdown: nothing is lost) and says why.
-    """
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if peak_mb < limit_mb:
-        return
-    logger.critical(
-        "INFERENCE_MAX_MEMORY_PER_CHILD_MB=%d is below the %.0f MB a child reaches just by loading and "
-        "warming up the model: every child would be recycled after each task. Stopping the worker; "
-        "set it to at least %.0f MB (about 1.5 x the loaded footprint).",
-        limit_mb,
-        peak_mb,
-        peak_mb * 1.5,
-    )
-    os.kill(os.getppid(), signal.SIGTERM)
 
 
 @worker_process_init.connect

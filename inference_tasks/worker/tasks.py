@@ -24,6 +24,7 @@ from inference_tasks.validation import (
     check_encoding,
     check_flag,
     check_labels,
+    check_model,
     check_name,
     check_texts,
     reject_unknown,
@@ -38,44 +39,51 @@ EXPECTED_ERRORS = (InvalidInput,)
 
 @shared_task(name=EMBED_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def embed(
-    self: Task, texts: Any = None, normalize: Any = True, encoding: Any = JSON_ENCODING, **unknown: Any
-) -> dict[str, Any]:
-    """Embed a batch: {"model", "dim", "embeddings": [[float] per text, in input order]}.
+    self: Task, texts: Any = None, normalize: Any = True, encoding: Any = JSON_ENCODING, model: Any = None,
+    **unknown: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Embed a batch: {"model", "alias", "dim", "embeddings": [[float] per text, in input order]}.
 
-    With encoding="f32-base64": {"model", "dim", "count", "encoding", "embeddings": "<base64 of
-    count x dim little-endian float32>"}, the same numbers to float32 precision.
+    With encoding="f32-base64": {"model", "alias", "dim", "count", "encoding", "embeddings": "<base64
+    of count x dim little-endian float32>"}, the same numbers to float32 precision. `model`: the alias
+    of the model asked for (None: the one of the queue the task came from); "model" in the result is
+    the name of the model that served it (its source), "alias" its catalogue alias.
     """
-    reject_unknown(EMBED_TASK, unknown, ("texts", "normalize", "encoding"))
+    reject_unknown(EMBED_TASK, unknown, ("texts", "normalize", "encoding", "model"))
+    alias = check_model(EMBED_TASK, model, self.app.settings)
     texts = check_texts(EMBED_TASK, texts, self.app.settings)
     normalize = check_flag(EMBED_TASK, "normalize", normalize)
     encoding = check_encoding(EMBED_TASK, encoding)
     holder = current().model
-    model = holder.get()
+    embedder = holder.get()
     vectors = holder.encode_for(self.request.id, texts, normalize)
     if encoding == F32_BASE64_ENCODING:
         return {
-            "model": model.name,
-            "dim": model.dim,
+            "model": embedder.name,
+            "alias": alias,
+            "dim": embedder.dim,
             "count": len(texts),
             "encoding": encoding,
             "embeddings": codec.encode_vectors(vectors),
         }
-    return {"model": model.name, "dim": model.dim, "embeddings": vectors.tolist()}
+    return {"model": embedder.name, "alias": alias, "dim": embedder.dim, "embeddings": vectors.tolist()}
 
 
 @shared_task(name=CLASSIFY_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def classify(
     self: Task, texts: Any = None, labels: Any = None, classifier: Any = None, classifier_version: Any = None,
-    **unknown: Any,
+    model: Any = None, **unknown: Any,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Label each text, zero-shot over `labels` or with the trained head `classifier`.
 
     Zero-shot: the label whose embedding is most cosine-similar to the text's; scores are cosines.
     Trained head (inference.train_classifier): the most probable label; scores are probabilities.
-    Either way one {"label", "score", "scores": {label: score}} per text, in input order.
+    Either way one {"label", "score", "scores": {label: score}, "model", "alias"} per text, in input
+    order ("model" and "alias": the model that served it, as inference.embed says them).
     """
-    reject_unknown(CLASSIFY_TASK, unknown, ("texts", "labels", "classifier", "classifier_version"))
+    reject_unknown(CLASSIFY_TASK, unknown, ("texts", "labels", "classifier", "classifier_version", "model"))
     settings = self.app.settings
+    alias = check_model(CLASSIFY_TASK, model, settings)
     holder = current().model
     texts = check_texts(CLASSIFY_TASK, texts, settings)
     if (labels is None) == (classifier is None):
@@ -84,20 +92,22 @@ def classify(
         if classifier_version is not None:
             raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
         labels = check_labels(CLASSIFY_TASK, labels, settings)
-        holder.get()
+        served = {"model": holder.get().name, "alias": alias}
         similarities = holder.encode_for(self.request.id, texts, True) @ holder.label_embeddings(labels).T
-        return [predictions(labels, row.tolist()) for row in similarities]
+        return [predictions(labels, row.tolist()) | served for row in similarities]
     head = current_head(settings, holder.heads, check_name(CLASSIFY_TASK, classifier), classifier_version)
-    model = holder.get()
-    if head.model != model.name:
+    embedder = holder.get()
+    if head.model != embedder.name:
         raise InvalidInput(
             f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
-            f"{head.model!r}, but this worker serves {model.name!r}; train it again on this model"
+            f"{head.model!r}, but this worker serves {embedder.name!r} (alias {alias!r}); send the task to the "
+            "queue of the model it was trained on, or train it again on this model"
         )
-    if problem := head.runtime_problem(model.backend):
+    if problem := head.runtime_problem(embedder.backend):
         raise InvalidInput(f"{CLASSIFY_TASK}: {problem}")
     probabilities = head.probabilities(holder.encode_for(self.request.id, texts, True))
-    return [predictions(head.labels, row.tolist()) for row in probabilities]
+    served = {"model": embedder.name, "alias": alias}
+    return [predictions(head.labels, row.tolist()) | served for row in probabilities]
 
 
 def current_head(
@@ -146,6 +156,7 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "pid": os.getpid(),
         "profile": record.profile,
         "model": model.name if model else None,
+        "alias": self.app.settings.served_model.alias,
         "model_error": holder.error,
         "device": model.device if model else None,
         "backend": model.backend if model else self.app.settings.backend,

@@ -181,10 +181,12 @@ class WorkerProcess:
         self.process.wait(timeout=10)
 
 
-def worker_command(name: str, queues: str, pool: str, include: str | None = None) -> list[str]:
-    """`celery -A inference_tasks worker` as an operator would run it, named and without gossip."""
+def worker_command(name: str, queues: str | None, pool: str, include: str | None = None) -> list[str]:
+    """`celery -A inference_tasks worker` as an operator would run it, named and without gossip; with
+    no `queues`, the served model's own (`inference` and `inference.<alias>` for the default model)."""
     args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "worker", "-n", f"{name}@%h"]
-    args += ["-Q", queues, "--pool", pool, "-l", "info", "--without-mingle", "--without-gossip"]
+    args += ["-Q", queues] if queues else []
+    args += ["--pool", pool, "-l", "info", "--without-mingle", "--without-gossip"]
     return args + (["--include", include] if include else [])
 
 
@@ -199,7 +201,7 @@ def start_worker(
     log_dir: Path,
     base_env: Mapping[str, str],
     *,
-    queues: str = "inference",
+    queues: str | None = None,
     pool: str = "prefork",
     include: str | None = None,
     wait_ready: bool = True,

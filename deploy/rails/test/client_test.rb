@@ -21,6 +21,21 @@ class ClientTest < Minitest::Test
                  client.embed(texts, encoding: "f32-base64", timeout: TIMEOUT)["embeddings"]
   end
 
+  def test_a_model_routes_to_its_queue_and_is_named_in_the_task
+    client.enqueue_embed(["a text"], model: "gemtest") # a model no worker serves: the message stays put
+    message = JSON.parse(redis.rpop("inference.gemtest"))
+    args, kwargs, = JSON.parse(Base64.decode64(message["body"]))
+    assert_equal [["a text"]], args
+    assert_equal "gemtest", kwargs["model"]
+    assert_equal "inference.gemtest", message["properties"]["delivery_info"]["routing_key"]
+    error = assert_raises(ArgumentError) { client.enqueue_embed(["a text"], model: "E5!") }
+    assert_match(/model must be a catalogue alias/, error.message)
+  end
+
+  def test_the_default_model_answers_by_its_alias
+    assert_equal "minilm", client.embed(["a text"], model: "minilm", timeout: TIMEOUT)["alias"]
+  end
+
   def test_classify_picks_the_closest_label_for_each_text
     predictions = client.classify(["The striker scored twice in the football match.",
                                    "Simmer the sauce with garlic and basil."], %w[sports cooking finance],

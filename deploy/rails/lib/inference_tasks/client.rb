@@ -26,16 +26,17 @@ module InferenceTasks
     # Enqueue inference.embed; returns the task id. Options: queue:, priority: (0-9, 0 is served
     # first), task_id:, reply_to: { active_job: { class: EmbeddingReadyJob, context: {...} } } (or
     # sidekiq: for a plain Sidekiq job). encoding: "f32-base64" asks for the compact result (a
-    # quarter of the JSON's size).
-    def enqueue_embed(texts, normalize: true, encoding: nil, **options)
+    # quarter of the JSON's size). model: a catalogue alias ("e5"): the task goes to that model's
+    # queue ("inference.e5") and names it, so no other model answers it; nil: the default model.
+    def enqueue_embed(texts, normalize: true, encoding: nil, model: nil, **options)
       kwargs = { "normalize" => normalize }
       kwargs["encoding"] = encoding if encoding
-      enqueue("inference.embed", [texts], kwargs, **options)
+      enqueue("inference.embed", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
-    # Enqueue inference.classify (zero-shot over labels); returns the task id.
-    def enqueue_classify(texts, labels, **options)
-      enqueue("inference.classify", [texts, labels], {}, **options)
+    # Enqueue inference.classify (zero-shot over labels); returns the task id. model: as for enqueue_embed.
+    def enqueue_classify(texts, labels, model: nil, **options)
+      enqueue("inference.classify", [texts, labels], with_model({}, model), **for_model(model, options))
     end
 
     # Enqueue inference.train_classifier on the training queue; returns the task id. Poll #state for
@@ -47,10 +48,10 @@ module InferenceTasks
     end
 
     # Enqueue inference.classify with a trained head instead of zero-shot labels.
-    def enqueue_classify_with(classifier, texts, version: nil, **options)
+    def enqueue_classify_with(classifier, texts, version: nil, model: nil, **options)
       kwargs = { "classifier" => classifier }
       kwargs["classifier_version"] = version if version
-      enqueue("inference.classify", [texts], kwargs, **options)
+      enqueue("inference.classify", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.embed_corpus for a large corpus held in a Redis list (RPUSH the texts first).
@@ -135,6 +136,15 @@ module InferenceTasks
     end
 
     private
+
+    def with_model(kwargs, model)
+      model ? kwargs.merge("model" => model) : kwargs
+    end
+
+    # The model's queue, unless the caller named a queue itself.
+    def for_model(model, options)
+      model ? { queue: Wire.model_queue(model) }.merge(options) : options
+    end
 
     def push(queue, priority, message)
       target = Wire.priority_key(queue, priority)

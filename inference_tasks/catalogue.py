@@ -1,0 +1,205 @@
+"""Models as data: the catalogue of models a fleet serves, each by an alias, and the queue each is served on.
+
+A worker serves one model; a model is a queue and a pool. The queue is a convention producers
+follow without the catalogue: a task for model `m` goes to `inference.m`; a task that names no
+model goes to `inference`, which the catalogue's default model serves (its worker consumes both).
+
+`INFERENCE_MODELS_FILE` names a TOML file (docs/configuration.md, "Models"):
+
+    default = "minilm"
+    [models.e5]
+    source = "/srv/models/multilingual-e5-small"   # a local sentence-transformers directory
+    prompts = { query = "query: ", passage = "passage: " }
+    default_prompt = "passage"
+    backend = "openvino"
+
+Built-in entries are in every catalogue, with or without a file: `minilm`, the packaged
+all-MiniLM-L6-v2 (the default when no file says otherwise). Every field is checked when the
+catalogue is read, at a worker's start, with a message that names the file, the model and the field.
+Producer-safe: stdlib only, nothing loaded.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inference_tasks.config_checks import ConfigError
+from inference_tasks.defaults import BACKENDS, DEFAULT_MODEL
+from inference_tasks.routing import INFERENCE_QUEUE
+
+# What a catalogue entry may serve today; "cross-encoder" (reranking) is the next kind.
+KINDS = ("embedding",)
+# An alias is part of a queue name and a Redis key: short, lower case, no separators of ours (":").
+ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+BUILTIN_DEFAULT = "minilm"
+ENTRY_FIELDS = ("source", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
+# The longest input a sentence-transformers model of this family reads, in word pieces.
+MAX_SEQ_LENGTH_LIMIT = 8192
+
+
+class CatalogueError(ConfigError):
+    """The models file, or INFERENCE_MODEL against it, cannot be used; the message names the file,
+    the model and the field."""
+
+
+class UnknownModel(LookupError):
+    """An alias no catalogue entry has; the message lists the known ones."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of the fleet: how to load it, and what its requests may ask of it."""
+
+    alias: str
+    # DEFAULT_MODEL (the packaged all-MiniLM-L6-v2) or a local sentence-transformers directory.
+    source: str = DEFAULT_MODEL
+    kind: str = "embedding"
+    # The runtime; None: INFERENCE_BACKEND decides.
+    backend: str | None = None
+    # Named prefixes (e5's "query: " / "passage: "), and the one applied when a request names none.
+    prompts: Mapping[str, str] = field(default_factory=dict)
+    default_prompt: str | None = None
+    # Word pieces the model reads; None: the model's own setting.
+    max_seq_length: int | None = None
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Every model a fleet may serve, by alias, and the default one (served on `inference`)."""
+
+    models: Mapping[str, ModelEntry]
+    default: str
+    # The file it was read from, for messages; None: built-ins only.
+    path: str | None = None
+
+    def entry(self, alias: str) -> ModelEntry:
+        try:
+            return self.models[alias]
+        except KeyError:
+            raise UnknownModel(f"unknown model {alias!r}; known models: {', '.join(sorted(self.models))}") from None
+
+    def queues_of(self, alias: str) -> list[str]:
+        """The queues the worker of `alias` consumes: its own, and `inference` for the default model."""
+        return [INFERENCE_QUEUE, model_queue(alias)] if alias == self.default else [model_queue(alias)]
+
+
+def model_queue(alias: str) -> str:
+    """The queue of model `alias`: the convention producers route by (`inference.<alias>`)."""
+    return f"{INFERENCE_QUEUE}.{alias}"
+
+
+def model_of_queue(queue: str, catalogue: Catalogue) -> str | None:
+    """The alias whose tasks `queue` holds (`inference`: the default model's), or None for a queue that
+    is no model's (training, a team's own)."""
+    if queue == INFERENCE_QUEUE:
+        return catalogue.default
+    prefix = f"{INFERENCE_QUEUE}."
+    return queue[len(prefix) :] if queue.startswith(prefix) and len(queue) > len(prefix) else None
+
+
+def watched_queues(catalogue: Catalogue, others: tuple[str, ...]) -> tuple[str, ...]:
+    """The queues operators watch: `others` (inference, training) and every catalogue model's own."""
+    return tuple(dict.fromkeys([*others, *(model_queue(alias) for alias in catalogue.models)]))
+
+
+def builtin_models() -> dict[str, ModelEntry]:
+    return {BUILTIN_DEFAULT: ModelEntry(BUILTIN_DEFAULT, source=DEFAULT_MODEL)}
+
+
+def load_catalogue(path: str | Path | None) -> Catalogue:
+    """The built-in models, plus those of the TOML file at `path` (None: built-ins only), checked."""
+    models = builtin_models()
+    if path is None:
+        return Catalogue(models, BUILTIN_DEFAULT)
+    where = str(path)
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise CatalogueError(f"INFERENCE_MODELS_FILE {where}: cannot be read ({error.strerror or error})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise CatalogueError(f"INFERENCE_MODELS_FILE {where}: not valid TOML ({error})") from None
+    unknown = sorted(set(document) - {"default", "models"})
+    if unknown:
+        raise CatalogueError(f"{where}: unknown top-level key(s) {unknown}; allowed: default, [models.<alias>]")
+    tables = document.get("models", {})
+    if not isinstance(tables, dict):
+        raise CatalogueError(f"{where}: `models` must be tables, [models.<alias>]")
+    for alias, table in tables.items():
+        if alias in models:
+            raise CatalogueError(f"{where}: models.{alias}: {alias!r} is a built-in model; choose another alias")
+        models[alias] = parse_entry(where, alias, table)
+    default = document.get("default", BUILTIN_DEFAULT)
+    if not isinstance(default, str) or default not in models:
+        raise CatalogueError(f"{where}: default = {default!r} is not a model of this catalogue ({', '.join(models)})")
+    return Catalogue(models, default, where)
+
+
+def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
+    """One [models.<alias>] table, every field checked; a message names the file, the model and the field."""
+    at = f"{where}: models.{alias}"
+    if not ALIAS_PATTERN.match(alias):
+        raise CatalogueError(f"{at}: the alias must be 1-40 of a-z, 0-9, '_' and '-', starting with a letter or digit")
+    if not isinstance(table, dict):
+        raise CatalogueError(f"{at}: must be a table of {', '.join(ENTRY_FIELDS)}")
+    if unknown := sorted(set(table) - set(ENTRY_FIELDS)):
+        raise CatalogueError(f"{at}: unknown field(s) {unknown}; allowed: {', '.join(ENTRY_FIELDS)}")
+    source = table.get("source", DEFAULT_MODEL)
+    if not isinstance(source, str) or not source.strip():
+        raise CatalogueError(f"{at}.source: must be {DEFAULT_MODEL!r} or a local sentence-transformers directory")
+    if source != DEFAULT_MODEL and not Path(source).expanduser().is_dir():
+        raise CatalogueError(f"{at}.source: {source!r} is not a directory (nothing is downloaded)")
+    kind = table.get("kind", "embedding")
+    if kind not in KINDS:
+        raise CatalogueError(f"{at}.kind: must be one of {KINDS}, got {kind!r}")
+    backend = table.get("backend")
+    if backend is not None and backend not in BACKENDS:
+        raise CatalogueError(f"{at}.backend: must be one of {BACKENDS}, got {backend!r}")
+    prompts = _prompts(at, table.get("prompts", {}))
+    default_prompt = table.get("default_prompt")
+    if default_prompt is not None and default_prompt not in prompts:
+        raise CatalogueError(f"{at}.default_prompt: {default_prompt!r} is not one of its prompts {sorted(prompts)}")
+    max_seq_length = table.get("max_seq_length")
+    if max_seq_length is not None and (
+        isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int)
+        or not 1 <= max_seq_length <= MAX_SEQ_LENGTH_LIMIT
+    ):  # fmt: skip
+        raise CatalogueError(f"{at}.max_seq_length: must be a whole number from 1 to {MAX_SEQ_LENGTH_LIMIT}")
+    return ModelEntry(alias, source, kind, backend, prompts, default_prompt, max_seq_length)
+
+
+def _prompts(at: str, prompts: Any) -> dict[str, str]:
+    if not isinstance(prompts, dict) or not all(
+        isinstance(name, str) and isinstance(text, str) for name, text in prompts.items()
+    ):
+        raise CatalogueError(f'{at}.prompts: must be a table of name = "prefix" strings')
+    return dict(prompts)
+
+
+def served_entry(catalogue: Catalogue, model: str | None) -> tuple[Catalogue, ModelEntry]:
+    """The model a worker serves for INFERENCE_MODEL=`model`: an alias of the catalogue, the packaged
+    model's name (its built-in entry), a local directory (an entry of its own, the default: served on
+    `inference` as before catalogues), or None (the catalogue's default). Returns the catalogue with
+    that entry in it."""
+    if model is None:
+        return catalogue, catalogue.entry(catalogue.default)
+    if model in catalogue.models:
+        return catalogue, catalogue.models[model]
+    if model == DEFAULT_MODEL:
+        return catalogue, catalogue.models[BUILTIN_DEFAULT]
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise CatalogueError(
+            f"INFERENCE_MODEL={model!r} is neither a model of the catalogue ({', '.join(sorted(catalogue.models))}) "
+            "nor a local sentence-transformers directory (nothing is downloaded)"
+        )
+    alias = re.sub(r"[^a-z0-9_-]", "-", path.name.lower()).strip("-_")[:40] or "local"
+    if alias in catalogue.models:
+        alias = f"local-{alias}"[:40]
+    entry = ModelEntry(alias, source=str(path))
+    return Catalogue({**catalogue.models, alias: entry}, alias, catalogue.path), entry
