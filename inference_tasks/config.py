@@ -121,9 +121,11 @@ class Settings:
         from inference_tasks.catalogue import CatalogueError, load_catalogue, served_entry
 
         catalogue, entry = served_entry(load_catalogue(self.models_file), self.model)
-        if (entry.backend or self.backend) == "openvino" and self.device != devices.CPU:
+        runtime = entry.backend or self.backend
+        if runtime in ("openvino", "numpy") and self.device != devices.CPU:
             raise CatalogueError(
-                f"model {entry.alias!r} runs on OpenVINO, on the CPU only: set {defaults.ENV_PREFIX}DEVICE=cpu"
+                f"model {entry.alias!r} runs on {runtime} ({'OpenVINO' if runtime == 'openvino' else 'its own numpy'}"
+                f" runtime), on the CPU only: set {defaults.ENV_PREFIX}DEVICE=cpu"
             )
         return catalogue, entry
 

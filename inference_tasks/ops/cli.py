@@ -38,18 +38,19 @@ def main() -> None:
     """Celery workers that embed and classify texts, one native thread per child."""
 
 
-def served_model(model: str | None) -> tuple[str, list[str], dict[str, str]]:
-    """The alias INFERENCE_MODEL (or --model) names, its queues, and the environment that selects it."""
+def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
+    """The Settings serving INFERENCE_MODEL (or --model), its catalogue checked, and the environment that
+    selects it; a bad catalogue or alias is a clear error, not a traceback."""
     from inference_tasks.config import load_settings
     from inference_tasks.config_checks import ConfigError
 
     environment = {"INFERENCE_MODEL": model} if model else {}
+    settings = load_settings({**os.environ, **environment})
     try:
-        settings = load_settings({**os.environ, **environment})
-        alias = settings.served_model.alias
-        return alias, settings.catalogue.queues_of(alias), environment
+        settings.models  # noqa: B018 - reads and checks the catalogue now
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
+    return settings, environment
 
 
 @main.command(context_settings=PASS_THROUGH)
@@ -60,7 +61,9 @@ def served_model(model: str | None) -> tuple[str, list[str], dict[str, str]]:
 def worker(model: str | None, celery_args: tuple[str, ...]) -> None:
     """Inference profile for one model: its queues (`inference` and `inference.<alias>` for the default
     model, `inference.<alias>` for another), prefork, INFERENCE_CONCURRENCY children of one thread."""
-    alias, queues, environment = served_model(model)
+    settings, environment = served_model(model)
+    alias = settings.served_model.alias
+    queues = settings.catalogue.queues_of(alias)
     node = "inference@%h" if INFERENCE_QUEUE in queues else f"inference-{alias}@%h"
     preset = ["-Q", ",".join(queues), "--pool", "prefork", "-n", node, "-l", "info"]
     exec_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "inference"})
@@ -125,14 +128,16 @@ def metrics(address: str, port: int, timeout: float) -> None:
 def export_model(backend: str, model: str | None, force: bool) -> None:
     """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
     INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
-    from inference_tasks.config import load_settings
     from inference_tasks.ops.export import export_openvino
     from inference_tasks.worker.openvino_model import runtime_missing
 
     if problem := runtime_missing():
         raise click.ClickException(problem)
-    _, _, environment = served_model(model)  # a bad catalogue or alias: a clear error, not a traceback
-    done = export_openvino(load_settings({**os.environ, **environment}), force=force)
+    settings, _ = served_model(model)
+    if settings.model_backend == "numpy":
+        alias = settings.served_model.alias
+        raise click.ClickException(f"model {alias!r} runs on its own numpy runtime: there is nothing to export")
+    done = export_openvino(settings, force=force)
     verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
     click.echo(f"{backend}: {verb}: {done.path}")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from inference_tasks.defaults import DEFAULT_MODEL
+from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,6 +57,11 @@ class Embedder(Protocol):
 
     def limit_length(self, tokens: int) -> None:
         """Read at most `tokens` word pieces of each text (a catalogue entry's max_seq_length)."""
+        ...
+
+    def compile(self, threads: int | None) -> None:
+        """In the process that serves, after the fork: run with `threads` compute threads (None: the
+        runtime's default). torch needs nothing here: its pools are pinned process-wide (threads.py)."""
         ...
 
 
@@ -109,6 +114,9 @@ class SentenceTransformerEmbedder:
     def limit_length(self, tokens: int) -> None:
         self._model.max_seq_length = tokens
 
+    def compile(self, threads: int | None) -> None:
+        """Nothing: torch's pools are pinned for the whole process (threads.py)."""
+
     def place(self, device: str, dtype: str = "float32") -> None:
         """Move the weights to `device` (a child moving the main process's CPU copy to its GPU)."""
         import torch
@@ -123,6 +131,10 @@ class SentenceTransformerEmbedder:
 def make_embedder(model: str, device: str, backend: str = "torch", cache: Path | None = None,
                   precision: str = "auto") -> Embedder:  # fmt: skip
     """The configured model on the configured runtime, loaded but never run (safe before a fork)."""
+    if model == MULTILINGUAL_MODEL:
+        from inference_tasks.worker.use_model import UseEmbedder
+
+        return UseEmbedder(device)
     source = resolve_model_path(model)
     if backend == "openvino":
         from inference_tasks.worker.openvino_model import OpenVinoEmbedder, export_path
@@ -265,12 +277,11 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         holder.embedder.place(device, settings.cuda_dtype)
     if holder.embedder is None:
         return
-    if holder.embedder.backend == "openvino":
-        try:
-            holder.embedder.compile(threads)  # type: ignore[attr-defined]  # OpenVinoEmbedder's own step
-        except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
-            holder._fail(settings.served_model.source, exc)
-            return
+    try:
+        holder.embedder.compile(threads)
+    except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
+        holder._fail(settings.served_model.source, exc)
+        return
     on_gpu = device.startswith(CUDA)
     holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
     embedder = holder.embedder

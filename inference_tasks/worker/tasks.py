@@ -39,7 +39,7 @@ EXPECTED_ERRORS = (InvalidInput,)
 
 @shared_task(name=EMBED_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def embed(
-    self: Task, texts: Any = None, normalize: Any = True, encoding: Any = JSON_ENCODING, model: Any = None,
+    self: Task, texts: Any = None, normalize: Any = True, encoding: Any = JSON_ENCODING, *, model: Any = None,
     **unknown: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """Embed a batch: {"model", "alias", "dim", "embeddings": [[float] per text, in input order]}.
@@ -72,7 +72,7 @@ def embed(
 @shared_task(name=CLASSIFY_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def classify(
     self: Task, texts: Any = None, labels: Any = None, classifier: Any = None, classifier_version: Any = None,
-    model: Any = None, **unknown: Any,
+    *, model: Any = None, **unknown: Any,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Label each text, zero-shot over `labels` or with the trained head `classifier`.
 
