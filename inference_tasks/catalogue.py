@@ -3,6 +3,7 @@
 A worker serves one model; a model is a queue and a pool. The queue is a convention producers
 follow without the catalogue: a task for model `m` goes to `inference.m`; a task that names no
 model goes to `inference`, which the catalogue's default model serves (its worker consumes both).
+Training work likewise: `training.m`, and `training` for the default model's trainer.
 
 `INFERENCE_MODELS_FILE` names a TOML file (docs/configuration.md, "Models"):
 
@@ -31,7 +32,7 @@ from typing import Any
 
 from inference_tasks.config_checks import ConfigError
 from inference_tasks.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL
-from inference_tasks.routing import INFERENCE_QUEUE
+from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 # What a catalogue entry may serve today; "cross-encoder" (reranking) is the next kind.
 KINDS = ("embedding",)
@@ -89,28 +90,35 @@ class Catalogue:
         except KeyError:
             raise UnknownModel(f"unknown model {alias!r}; known models: {', '.join(sorted(self.models))}") from None
 
-    def queues_of(self, alias: str) -> list[str]:
-        """The queues the worker of `alias` consumes: its own, and `inference` for the default model."""
-        return [INFERENCE_QUEUE, model_queue(alias)] if alias == self.default else [model_queue(alias)]
+    def queues_of(self, alias: str, base: str = INFERENCE_QUEUE) -> list[str]:
+        """The queues the worker (base `inference`) or the trainer (base `training`) of `alias` consumes:
+        its own, and the bare base queue for the default model."""
+        own = model_queue(alias, base)
+        return [base, own] if alias == self.default else [own]
 
 
-def model_queue(alias: str) -> str:
-    """The queue of model `alias`: the convention producers route by (`inference.<alias>`)."""
-    return f"{INFERENCE_QUEUE}.{alias}"
+def model_queue(alias: str, base: str = INFERENCE_QUEUE) -> str:
+    """The queue of model `alias`: the convention producers route by (`inference.<alias>`, and
+    `training.<alias>` for its training work)."""
+    return f"{base}.{alias}"
 
 
 def model_of_queue(queue: str, catalogue: Catalogue) -> str | None:
-    """The alias whose tasks `queue` holds (`inference`: the default model's), or None for a queue that
-    is no model's (training, a team's own)."""
-    if queue == INFERENCE_QUEUE:
-        return catalogue.default
-    prefix = f"{INFERENCE_QUEUE}."
-    return queue[len(prefix) :] if queue.startswith(prefix) and len(queue) > len(prefix) else None
+    """The alias whose tasks `queue` holds (`inference` and `training`: the default model's), or None
+    for a queue that is no model's (a team's own)."""
+    for base in (INFERENCE_QUEUE, TRAINING_QUEUE):
+        if queue == base:
+            return catalogue.default
+        prefix = f"{base}."
+        if queue.startswith(prefix) and len(queue) > len(prefix):
+            return queue[len(prefix) :]
+    return None
 
 
 def watched_queues(catalogue: Catalogue, others: tuple[str, ...]) -> tuple[str, ...]:
-    """The queues operators watch: `others` (inference, training) and every catalogue model's own."""
-    return tuple(dict.fromkeys([*others, *(model_queue(alias) for alias in catalogue.models)]))
+    """The queues operators watch: `others` (inference, training) and every catalogue model's own two."""
+    own = [model_queue(alias, base) for base in (INFERENCE_QUEUE, TRAINING_QUEUE) for alias in catalogue.models]
+    return tuple(dict.fromkeys([*others, *own]))
 
 
 def builtin_models() -> dict[str, ModelEntry]:

@@ -73,14 +73,15 @@ def send(
 ) -> AsyncResult:
     """app.send_task, refused with QueueFull when the queue is already at max_queue_depth.
 
-    `model` (a catalogue alias) sends the task to that model's queue, `inference.<alias>`, and names
-    the model in its arguments, so no other model can answer it; no catalogue is needed to route.
+    `model` (a catalogue alias) sends the task to that model's queue, `inference.<alias>` (the
+    trainer's tasks: `training.<alias>`), and names the model in its arguments, so no other model can
+    answer it; no catalogue is needed to route.
     """
     if model is not None:
         if task_name not in MODEL_TASKS:
             raise ValueError(f"model= applies to {', '.join(MODEL_TASKS)}, not {task_name}")
         kwargs = {**(kwargs or {}), "model": model}
-        options["queue"] = model_queue(model)
+        options["queue"] = model_queue(model, TASK_ROUTES[task_name]["queue"])
     if max_queue_depth is not None:
         queue = queue_for(task_name, options)
         depth = queue_depth(broker_redis(app.settings), queue)

@@ -30,8 +30,9 @@ ENCODING_ALIASES = {"f32le-base64": F32_BASE64_ENCODING}
 # celery.* tasks included) before Celery looks it up; INFERENCE_EXTRA_TASKS adds a team's own.
 PUBLIC_TASKS = (EMBED_TASK, CLASSIFY_TASK, WORKER_INFO_TASK, TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK)
 
-# Tasks that take a `model` argument (a catalogue alias) and go to that model's queue (catalogue.py).
-MODEL_TASKS = (EMBED_TASK, CLASSIFY_TASK)
+# Tasks that take a `model` argument (a catalogue alias) and go to that model's queue (catalogue.py):
+# inference.<alias> for the first two, training.<alias> for the trainer's.
+MODEL_TASKS = (EMBED_TASK, CLASSIFY_TASK, TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK)
 
 # Tasks whose final results keep INFERENCE_TRAINING_RESULT_EXPIRES_S instead of the short lifetime
 # of inference results (result_backend.py): small, and read by people rather than by a waiting client.

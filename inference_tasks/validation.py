@@ -9,7 +9,7 @@ from typing import Any
 
 from inference_tasks.catalogue import model_queue
 from inference_tasks.config import Settings
-from inference_tasks.routing import EMBED_ENCODINGS, ENCODING_ALIASES
+from inference_tasks.routing import EMBED_ENCODINGS, ENCODING_ALIASES, INFERENCE_QUEUE, TASK_ROUTES
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
@@ -179,7 +179,8 @@ def check_model(task: str, model: Any, settings: Settings) -> str:
         raise InvalidInput(f"{task}: model must be a model alias (a string), got {_kind(model)}")
     if model not in catalogue.models:
         raise InvalidInput(f"{task}: unknown model {model!r}; known models: {', '.join(sorted(catalogue.models))}")
+    base = TASK_ROUTES.get(task, {}).get("queue", INFERENCE_QUEUE)
     raise InvalidInput(
         f"{task}: this worker serves model {served.alias!r}; model {model!r} is served on queue "
-        f"{model_queue(model)!r} (send the task there: producers route by the model argument)"
+        f"{model_queue(model, base)!r} (send the task there: producers route by the model argument)"
     )

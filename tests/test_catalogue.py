@@ -122,12 +122,16 @@ def test_openvino_models_need_the_cpu(tmp_path: Path) -> None:
 
 
 def test_the_queue_convention_needs_no_catalogue() -> None:
-    """A producer routes model m to `inference.m`; `inference` holds the default model's tasks."""
+    """A producer routes model m to `inference.m` (its training work to `training.m`); `inference` and
+    `training` hold the default model's tasks."""
     catalogue = load_catalogue(None)
     assert model_queue("e5") == "inference.e5"
     assert model_of_queue("inference", catalogue) == "minilm"
     assert model_of_queue("inference.e5", catalogue) == "e5"
-    assert model_of_queue("training", catalogue) is None and model_of_queue("inference.", catalogue) is None
+    assert model_of_queue("training", catalogue) == "minilm" and model_of_queue("training.e5", catalogue) == "e5"
+    assert model_of_queue("bench-queue", catalogue) is None and model_of_queue("inference.", catalogue) is None
+    assert catalogue.queues_of("minilm", "training") == ["training", "training.minilm"]
+    assert model_queue("e5", "training") == "training.e5"
 
 
 def test_the_producer_routes_model_only_for_tasks_that_take_one() -> None:
@@ -136,7 +140,7 @@ def test_the_producer_routes_model_only_for_tasks_that_take_one() -> None:
     from tests.support.localstack import producer_app
 
     with pytest.raises(ValueError, match=r"model= applies to inference\.embed, inference\.classify"):
-        producer.send(producer_app("redis://127.0.0.1:1/0"), "inference.train_classifier", kwargs={}, model="e5")
+        producer.send(producer_app("redis://127.0.0.1:1/0"), "inference.worker_info", kwargs={}, model="e5")
 
 
 def test_the_multilingual_model_is_built_in_where_its_extra_is_installed(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ one's directory under another alias: the routing, not the weights, is the point 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,9 @@ from inference_tasks.clients.connections import redis_for
 from inference_tasks.cores import available_cores
 from inference_tasks.defaults import DEFAULT_MODEL
 from inference_tasks.ml import store
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK
 from inference_tasks.worker.models import resolve_model_path
-from tests.support.localstack import producer_app
+from tests.support.localstack import REPO_ROOT, producer_app
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -160,3 +161,29 @@ def test_the_doctor_judges_the_pools_of_one_host_together(pools, start_worker, c
         assert f"{available_cores() + 1} compute threads on {available_cores()} cores" in over, over
     finally:
         extra.stop()
+
+
+def test_a_trainer_per_model_fits_heads_on_its_models_embeddings(pools, start_worker, catalogue_file):
+    """`training.twin`'s trainer (INFERENCE_MODEL=twin, trainer profile) fits a head on twin's vectors;
+    twin's pool classifies with it, the default pool refuses it, naming the model it was fitted on."""
+    rows = [json.loads(line) for line in (REPO_ROOT / "data" / "support_tickets.jsonl").open()]
+    kept = [row for row in rows if row["label"] in ("billing", "shipping")][:40]
+    trainer = start_worker(
+        redis_url=pools["url"], queues="training.twin", model="twin", profile="trainer", trainer_threads=1,
+        concurrency=1, models_file=str(catalogue_file),
+    )  # fmt: skip
+    try:
+        app = pools["app"]
+        texts, labels = [row["text"] for row in kept], [row["label"] for row in kept]
+        sent = producer.send(
+            app, TRAIN_CLASSIFIER_TASK, kwargs={"name": "twin-head", "texts": texts, "labels": labels}, model="twin"
+        )
+        trained = producer.collect(sent, 120)
+        assert trained["alias"] == "twin" and trained["model"].endswith("twin-minilm")
+        served = producer.send(app, CLASSIFY_TASK, args=[[TEXT]], kwargs={"classifier": "twin-head"}, model="twin")
+        assert producer.collect(served, RESULT_TIMEOUT_S)[0]["alias"] == "twin"
+        refused = producer.send(app, CLASSIFY_TASK, args=[[TEXT]], kwargs={"classifier": "twin-head"})
+        refused.get(timeout=RESULT_TIMEOUT_S, propagate=False)
+        assert refused.state == "FAILURE" and "twin-minilm" in str(refused.result)
+    finally:
+        trainer.stop()

@@ -134,7 +134,7 @@ def test_metrics_count_what_waits_per_queue_and_priority_with_no_worker(fresh_re
     assert metrics[("inference_queue_depth", (("model", "minilm"), ("priority", "0"), ("queue", "inference")))] == 7
     assert metrics[("inference_queue_depth", (("model", "minilm"), ("priority", "5"), ("queue", "inference")))] == 3
     assert metrics[("inference_queue_depth_total", (("model", "minilm"), ("queue", "inference")))] == 10
-    assert metrics[("inference_queue_depth_total", (("model", ""), ("queue", "training")))] == 0
+    assert metrics[("inference_queue_depth_total", (("model", "minilm"), ("queue", "training")))] == 0
     # Every catalogue model's own queue is watched too (here the built-in minilm's).
     assert metrics[("inference_queue_depth_total", (("model", "minilm"), ("queue", "inference.minilm")))] == 0
     assert metrics[("inference_workers", ())] == 0

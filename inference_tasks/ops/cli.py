@@ -70,11 +70,19 @@ def worker(model: str | None, celery_args: tuple[str, ...]) -> None:
 
 
 @main.command(context_settings=PASS_THROUGH)
+@click.option(
+    "--model", default=None, help="The catalogue alias to train for (default: INFERENCE_MODEL, else the default)."
+)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def trainer(celery_args: tuple[str, ...]) -> None:
-    """Trainer profile: queue `training`, one prefork child using INFERENCE_TRAINER_THREADS threads."""
-    preset = ["-Q", TRAINING_QUEUE, "--pool", "prefork", "--concurrency", "1", "-n", "trainer@%h", "-l", "info"]
-    exec_celery_worker(preset, celery_args, {"INFERENCE_PROFILE": "trainer"})
+def trainer(model: str | None, celery_args: tuple[str, ...]) -> None:
+    """Trainer profile for one model: its training queues (`training` and `training.<alias>` for the
+    default model, `training.<alias>` for another), one prefork child using INFERENCE_TRAINER_THREADS threads."""
+    settings, environment = served_model(model)
+    alias = settings.served_model.alias
+    queues = settings.catalogue.queues_of(alias, TRAINING_QUEUE)
+    node = "trainer@%h" if TRAINING_QUEUE in queues else f"trainer-{alias}@%h"
+    preset = ["-Q", ",".join(queues), "--pool", "prefork", "--concurrency", "1", "-n", node, "-l", "info"]
+    exec_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "trainer"})
 
 
 def _app() -> Any:

@@ -35,7 +35,7 @@ def refuse_to_start_without_a_model(settings: Any, consumed: list[str]) -> None:
         logger.critical("%s", error)
         raise RefusedToStart(str(error)) from None
     own = catalogue.queues_of(entry.alias)
-    foreign = [queue for queue in consumed if queue not in own and model_of_queue(queue, catalogue) is not None]
+    foreign = [queue for queue in consumed if model_of_queue(queue, catalogue) not in (None, entry.alias)]
     if foreign:
         theirs = ", ".join(f"{queue} (model {model_of_queue(queue, catalogue)!r})" for queue in foreign)
         message = (

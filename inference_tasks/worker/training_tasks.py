@@ -27,6 +27,7 @@ from inference_tasks.validation import (
     check_encoding,
     check_flag,
     check_fraction,
+    check_model,
     check_name,
     check_text_items,
     check_texts,
@@ -96,7 +97,7 @@ def head_metrics(
 @shared_task(name=TRAIN_CLASSIFIER_TASK, bind=True, base=GuardedTask, throws=(InvalidInput,))
 def train_classifier(
     self: Task, name: Any = None, texts: Any = None, labels: Any = None, test_fraction: Any = 0.2, seed: Any = 0,
-    **unknown: Any,
+    *, model: Any = None, **unknown: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """Train a softmax head on embeddings of labelled texts and store it as the next version of `name`.
 
@@ -104,8 +105,9 @@ def train_classifier(
     (the labels as zero-shot candidates), per-label counts, and timings.
     """
     task = TRAIN_CLASSIFIER_TASK
-    reject_unknown(task, unknown, ("name", "texts", "labels", "test_fraction", "seed"))
+    reject_unknown(task, unknown, ("name", "texts", "labels", "test_fraction", "seed", "model"))
     settings = self.app.settings
+    alias = check_model(task, model, settings)
     name = check_name(task, name)
     texts = check_texts(task, texts, settings, settings.max_train_texts, "MAX_TRAIN_TEXTS")
     labels = check_training_labels(task, labels, len(texts), settings)
@@ -146,6 +148,7 @@ def train_classifier(
         "name": name,
         "version": version,
         "model": model.name,
+        "alias": alias,
         "backend": head.backend,
         "precision": head.precision,
         "labels": names,
@@ -156,7 +159,7 @@ def train_classifier(
 @shared_task(name=EMBED_CORPUS_TASK, bind=True, base=GuardedTask, throws=(InvalidInput,))
 def embed_corpus(
     self: Task, texts: Any = None, source_key: Any = None, page_size: Any = DEFAULT_PAGE_SIZE,
-    normalize: Any = True, encoding: Any = F32_BASE64_ENCODING, **unknown: Any,
+    normalize: Any = True, encoding: Any = F32_BASE64_ENCODING, *, model: Any = None, **unknown: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """Embed a large corpus page by page into Redis; the result says where the pages are.
 
@@ -166,9 +169,10 @@ def embed_corpus(
     INFERENCE_CORPUS_EXPIRES_S; at most one page is in memory at a time.
     """
     task = EMBED_CORPUS_TASK
-    reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding"))
+    reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding", "model"))
     encoding = check_encoding(task, encoding)
     settings = self.app.settings
+    alias = check_model(task, model, settings)
     if (texts is None) == (source_key is None):
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
     page_size = check_count(task, "page_size", page_size, 1, MAX_PAGE_SIZE)
@@ -205,6 +209,7 @@ def embed_corpus(
     return {
         "job_id": job_id,
         "model": model.name,
+        "alias": alias,
         "dim": model.dim,
         "count": total,
         "page_size": page_size,

@@ -28,6 +28,9 @@ class ClientTest < Minitest::Test
     assert_equal [["a text"]], args
     assert_equal "gemtest", kwargs["model"]
     assert_equal "inference.gemtest", message["properties"]["delivery_info"]["routing_key"]
+    client.enqueue_train_classifier("head", ["a", "b"], %w[x y], model: "gemtest") # its trainer's queue
+    training = JSON.parse(redis.rpop("training.gemtest"))
+    assert_equal "gemtest", JSON.parse(Base64.decode64(training["body"]))[1]["model"]
     error = assert_raises(ArgumentError) { client.enqueue_embed(["a text"], model: "E5!") }
     assert_match(/model must be a catalogue alias/, error.message)
   end

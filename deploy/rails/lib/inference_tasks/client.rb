@@ -41,10 +41,12 @@ module InferenceTasks
 
     # Enqueue inference.train_classifier on the training queue; returns the task id. Poll #state for
     # "PROGRESS" (#progress gives stage/done/total); the result holds the new head's version and metrics.
-    def enqueue_train_classifier(name, texts, labels, test_fraction: 0.2, seed: 0, queue: Wire::TRAINING_QUEUE,
+    # model: train the head on that catalogue model's embeddings (its trainer's queue, training.<alias>).
+    def enqueue_train_classifier(name, texts, labels, test_fraction: 0.2, seed: 0, queue: nil, model: nil,
                                  **options)
       kwargs = { "name" => name, "texts" => texts, "labels" => labels, "test_fraction" => test_fraction, "seed" => seed }
-      enqueue("inference.train_classifier", [], kwargs, queue: queue, **options)
+      enqueue("inference.train_classifier", [], with_model(kwargs, model),
+              queue: queue || training_queue(model), **options)
     end
 
     # Enqueue inference.classify with a trained head instead of zero-shot labels.
@@ -55,9 +57,9 @@ module InferenceTasks
     end
 
     # Enqueue inference.embed_corpus for a large corpus held in a Redis list (RPUSH the texts first).
-    def enqueue_embed_corpus(source_key, page_size: 256, queue: Wire::TRAINING_QUEUE, **options)
-      enqueue("inference.embed_corpus", [], { "source_key" => source_key, "page_size" => page_size },
-              queue: queue, **options)
+    def enqueue_embed_corpus(source_key, page_size: 256, queue: nil, model: nil, **options)
+      kwargs = { "source_key" => source_key, "page_size" => page_size }
+      enqueue("inference.embed_corpus", [], with_model(kwargs, model), queue: queue || training_queue(model), **options)
     end
 
     # {"stage" => ..., "done" => n, "total" => n} while a training task reports PROGRESS, else nil.
@@ -139,6 +141,10 @@ module InferenceTasks
 
     def with_model(kwargs, model)
       model ? kwargs.merge("model" => model) : kwargs
+    end
+
+    def training_queue(model)
+      model ? Wire.model_queue(model, Wire::TRAINING_QUEUE) : Wire::TRAINING_QUEUE
     end
 
     # The model's queue, unless the caller named a queue itself.

@@ -43,13 +43,13 @@ module InferenceTasks
     module_function
 
     # The queue of catalogue model `model`: a model is a queue (docs/wire-protocol.md); no catalogue
-    # is needed to route.
-    def model_queue(model)
+    # is needed to route. base: "inference", or "training" for the trainer's tasks.
+    def model_queue(model, base = DEFAULT_QUEUE)
       unless model.is_a?(String) && model.match?(/\A[a-z0-9][a-z0-9_-]{0,39}\z/)
         raise ArgumentError, "model must be a catalogue alias (1-40 of a-z 0-9 _ -), got #{model.inspect}"
       end
 
-      "#{DEFAULT_QUEUE}.#{model}"
+      "#{base}.#{model}"
     end
 
     # The Redis lists holding a queue's waiting messages, priority 0 (served first) to 9.
