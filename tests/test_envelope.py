@@ -283,3 +283,33 @@ def test_a_channel_whose_transport_let_go_of_its_connection_closes_and_keeps_its
     finally:
         connection.transport.client = connection
         connection.release()
+
+
+def test_an_ack_or_requeue_after_its_channel_closed_leaves_the_record_for_the_sweep(fresh_redis_url):
+    """A task that ends after a lost broker connection closed its channel (its micro-batch terminated,
+    say) is acked or requeued on that closed channel: nothing reaches Redis through it (it used to
+    raise AttributeError out of the event loop: the whole worker exited), and the unacked record stays
+    for the visibility sweep."""
+    from kombu import Consumer, Exchange, Queue
+
+    url = fresh_redis_url()
+    app = producer_app(url)
+    redis = redis_client(url)
+    held: list = []
+    queue = Queue("inference", Exchange("inference"), routing_key="inference")
+    connection = app.connection_for_read()
+    try:
+        with Consumer(connection, [queue], callbacks=[lambda body, message: held.append(message)], accept=["json"]):
+            for text in ("a", "b"):
+                redis.lpush("inference", encode(task_message("inference.embed", [[text]])))
+                connection.drain_events(timeout=10)
+            assert len(held) == 2 and redis.hlen("unacked") == 2
+            channel = connection.default_channel
+            connection.transport.client = None  # the transport let go, as on a lost connection
+            channel.close()
+            held[0].reject(requeue=True)
+            held[1].ack()
+        assert redis.hlen("unacked") == 2 and redis.llen("inference") == 0
+    finally:
+        connection.transport.client = connection
+        connection.release()

@@ -61,11 +61,13 @@ class QoS(kombu_redis.QoS):
         restored here: the unacked messages stay recorded in Redis and come back through the
         visibility sweep, as a dead worker's do.
         """
-        if getattr(self.channel.connection, "client", None) is None:
-            logger.warning(
-                "closing a channel whose transport has let go of its connection: its unacked messages "
-                "stay recorded in Redis and return through the visibility sweep"
-            )
+        if self.channel_closed():
+            if self._delivered:
+                logger.warning(
+                    "closing a channel whose transport has let go of its connection: its %d unacked message(s) "
+                    "stay recorded in Redis and return through the visibility sweep",
+                    len(self._delivered),
+                )
             return None
         return super().restore_unacked_once(stderr)
 
@@ -103,7 +105,33 @@ class QoS(kombu_redis.QoS):
             pipe.execute()
         virtual.QoS.append(self, message, delivery_tag)
 
+    def channel_closed(self) -> bool:
+        """The channel closed (kombu set its connection to None), or its transport let go of its
+        connection: nothing can reach Redis through it any more."""
+        connection = getattr(self.channel, "connection", None)
+        return connection is None or getattr(connection, "client", None) is None
+
+    def forget_on_a_closed_channel(self, delivery_tag: str, what: str) -> bool:
+        """An ack or reject that arrives after its channel closed (a task that finished, or was
+        terminated, after a lost broker connection) cannot reach Redis through it: the message stays
+        in Redis' unacked record, which returns it to its queue after the visibility timeout, and is
+        forgotten here. Reaching Redis anyway meant rebuilding a pool from a detached transport:
+        AttributeError out of the event loop, and the whole worker exited (seen once when a test
+        restarted Redis under load). True when that was the case."""
+        if not self.channel_closed():
+            return False
+        logger.warning(
+            "message %s: its channel closed before it could be %s; it stays recorded in Redis and "
+            "returns to its queue through the visibility sweep",
+            delivery_tag,
+            what,
+        )
+        virtual.QoS.ack(self, delivery_tag)  # forget it here only; Redis keeps its record
+        return True
+
     def ack(self, delivery_tag: str) -> None:
+        if self.forget_on_a_closed_channel(delivery_tag, "acknowledged"):
+            return
         hub = get_event_loop()
         if hub is None or threading.current_thread() is not threading.main_thread():
             super().ack(delivery_tag)  # no worker event loop here: at once, as kombu does
@@ -142,6 +170,8 @@ class QoS(kombu_redis.QoS):
             )
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        if self.forget_on_a_closed_channel(delivery_tag, "requeued" if requeue else "rejected"):
+            return
         try:
             super().reject(delivery_tag, requeue)
         except Exception as error:
