@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from celery import Celery
 from kombu.entity import Exchange, Queue
 
+from inference_tasks.clients import sent_at
 from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
@@ -30,6 +31,7 @@ SENTINEL_RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:SentinelR
 TASK_MODULES = [
     "inference_tasks.worker.signals",
     "inference_tasks.worker.tasks",
+    "inference_tasks.worker.retrieval_tasks",
     "inference_tasks.worker.training_tasks",
 ]
 # Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, and
@@ -182,6 +184,7 @@ class InferenceApp(Celery):
         for step in CONSUMER_STEPS:
             self.steps["consumer"].add(step)
         guard_flower(self)
+        sent_at.connect()
 
     @property
     def settings(self) -> Settings:

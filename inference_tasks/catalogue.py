@@ -34,8 +34,11 @@ from inference_tasks.config_checks import ConfigError
 from inference_tasks.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
-# What a catalogue entry may serve today; "cross-encoder" (reranking) is the next kind.
-KINDS = ("embedding",)
+# What a catalogue entry serves: an embedding model (sentence-transformers SentenceTransformer: every
+# task) or a cross-encoder (sentence-transformers CrossEncoder: inference.rerank only, on torch).
+EMBEDDING_KIND = "embedding"
+CROSS_ENCODER_KIND = "cross-encoder"
+KINDS = (EMBEDDING_KIND, CROSS_ENCODER_KIND)
 # An alias is part of a queue name and a Redis key: short, lower case, no separators of ours (":").
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
@@ -65,7 +68,7 @@ class ModelEntry:
     alias: str
     # DEFAULT_MODEL (the packaged all-MiniLM-L6-v2) or a local sentence-transformers directory.
     source: str = DEFAULT_MODEL
-    kind: str = "embedding"
+    kind: str = EMBEDDING_KIND
     # The runtime; None: INFERENCE_BACKEND decides.
     backend: str | None = None
     # Named prefixes (e5's "query: " / "passage: "), and the one applied when a request names none.
@@ -174,10 +177,15 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
         )
     if source not in PACKAGED_SOURCES and not Path(source).expanduser().is_dir():
         raise CatalogueError(f"{at}.source: {source!r} is not a directory (nothing is downloaded)")
-    kind = table.get("kind", "embedding")
+    kind = table.get("kind", EMBEDDING_KIND)
     if kind not in KINDS:
         raise CatalogueError(f"{at}.kind: must be one of {KINDS}, got {kind!r}")
     backend = _backend(at, source, table.get("backend"))
+    if kind == CROSS_ENCODER_KIND and (source in PACKAGED_SOURCES or backend not in (None, "torch")):
+        raise CatalogueError(
+            f"{at}: a cross-encoder is a local sentence-transformers CrossEncoder directory run by torch "
+            f"(source {source!r}, backend {backend!r})"
+        )
     prompts = _prompts(at, table.get("prompts", {}))
     default_prompt = table.get("default_prompt")
     if default_prompt is not None and default_prompt not in prompts:

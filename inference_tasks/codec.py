@@ -64,3 +64,21 @@ def decode_vectors(text: str, dim: int | None = None) -> np.ndarray:
 
     flat = np.frombuffer(base64.b64decode(text), dtype="<f4").copy()
     return flat if dim is None else flat.reshape(-1, dim)
+
+
+def decode_embeddings(result: dict[str, Any]) -> np.ndarray:
+    """The vectors of an inference.embed result (or of one embed_chunks chunk), whatever its encoding:
+    float32 rows for "json" and "f32-base64"; the quantized bytes as int8 rows ("int8", "binary") or
+    uint8 rows ("uint8", "ubinary"), binary rows being ceil(dim / 8) bytes of packed sign bits."""
+    import numpy as np
+
+    encoding = result.get("encoding", "json")
+    if encoding == "json":
+        return np.asarray(result["embeddings"], dtype=np.float32)
+    raw = base64.b64decode(result["embeddings"])
+    dim = int(result["dim"])
+    if encoding in ("f32-base64", "f32le-base64"):
+        return np.frombuffer(raw, dtype="<f4").reshape(-1, dim).copy()
+    width = dim if encoding in ("int8", "uint8") else (dim + 7) // 8
+    dtype = np.int8 if encoding in ("int8", "binary") else np.uint8
+    return np.frombuffer(raw, dtype=dtype).reshape(-1, width).copy()

@@ -64,6 +64,8 @@ class Settings:
     microbatch_max_texts: int = defaults.DEFAULT_MICROBATCH_MAX_TEXTS
     microbatch_wait_ms: float = defaults.DEFAULT_MICROBATCH_WAIT_MS
     max_text_chars: int = defaults.DEFAULT_MAX_TEXT_CHARS
+    # inference.embed_chunks' limit per text (the others keep max_text_chars).
+    max_document_chars: int = defaults.DEFAULT_MAX_DOCUMENT_CHARS
     max_labels: int = defaults.DEFAULT_MAX_LABELS
     max_label_chars: int = defaults.DEFAULT_MAX_LABEL_CHARS
     result_expires_s: int = defaults.DEFAULT_RESULT_EXPIRES_S

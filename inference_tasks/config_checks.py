@@ -71,6 +71,7 @@ _POSITIVE_FIELDS = (
     "max_memory_per_child_mb",
     "max_batch_texts",
     "max_text_chars",
+    "max_document_chars",
     "max_labels",
     "max_label_chars",
     "result_expires_s",

@@ -43,9 +43,13 @@ DEFAULT_MAX_BATCH_TEXTS = 256
 DEFAULT_MICROBATCH_MAX_TEXTS = 64
 DEFAULT_MICROBATCH_WAIT_MS = 5.0
 MAX_MICROBATCH_WAIT_MS = 1000.0
-# Texts longer than this are rejected, not truncated. The model itself reads only the first
-# 256 word pieces (roughly 1,000 characters of English) of an accepted text.
-DEFAULT_MAX_TEXT_CHARS = 10_000
+# Texts longer than this are rejected: the hard input cap. The model itself reads only the first
+# 256 word pieces (roughly 1,000 characters of English) of an accepted text; the request's
+# `truncate` says whether it may cut the rest (and the result lists what it cut). 20,000 characters
+# hold a 3,000-word document.
+DEFAULT_MAX_TEXT_CHARS = 20_000
+# inference.embed_chunks reads long documents: each text up to this many characters.
+DEFAULT_MAX_DOCUMENT_CHARS = 200_000
 DEFAULT_MAX_LABELS = 64
 DEFAULT_MAX_LABEL_CHARS = 200
 # Inference results (embed, classify, worker_info) are read within seconds by the producer that
@@ -70,8 +74,8 @@ DEFAULT_TIME_LIMIT_S = 330
 # VISIBILITY_TIMEOUT_S + LEASE_RENEW_INTERVAL_S (25 s by default).
 DEFAULT_VISIBILITY_TIMEOUT_S = 20
 DEFAULT_LEASE_RENEW_INTERVAL_S = 5
-# A message is refused unread above this size: 256 texts of 10,000 characters, JSON and base64
-# encoded, is ~3.5 MB, so valid requests fit with room to spare.
+# A message is refused unread above this size: 256 ASCII texts of 20,000 characters, JSON and base64
+# encoded, is ~7 MB, so valid requests fit.
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 # Screening bounds (broker/limits.py) on what one valid message may cost the worker's main process
 # before anything parses it. Depth: the deepest nesting of arrays and objects in the envelope or in

@@ -26,37 +26,56 @@ def reject_unknown(task: str, unknown: Mapping[str, Any], accepted: Iterable[str
 
 
 def check_texts(
-    task: str, texts: Any, settings: Settings, max_texts: int | None = None, limit_name: str = "MAX_BATCH_TEXTS"
-) -> list[str]:
-    """A non-empty list of non-blank strings within the count limit (default: the batch limit) and length limit."""
+    task: str, texts: Any, settings: Settings, max_texts: int | None = None, limit_name: str = "MAX_BATCH_TEXTS",
+    *, name: str = "texts", max_chars: int | None = None, chars_name: str = "MAX_TEXT_CHARS",
+) -> list[str]:  # fmt: skip
+    """A non-empty list of non-blank strings within the count limit (default: the batch limit) and the
+    length limit (default: INFERENCE_MAX_TEXT_CHARS); `name`: the argument, as messages say it."""
     max_texts = settings.max_batch_texts if max_texts is None else max_texts
     if not isinstance(texts, list):
-        raise InvalidInput(f"{task}: texts must be a list of strings, got {_kind(texts)}")
+        raise InvalidInput(f"{task}: {name} must be a list of strings, got {_kind(texts)}")
     if not texts:
-        raise InvalidInput(f"{task}: texts is empty; send at least one text")
+        raise InvalidInput(f"{task}: {name} is empty; send at least one text")
     if len(texts) > max_texts:
         raise InvalidInput(
-            f"{task}: {len(texts)} texts is more than the limit of {max_texts} per task (INFERENCE_{limit_name}); "
+            f"{task}: {len(texts)} {name} is more than the limit of {max_texts} per task (INFERENCE_{limit_name}); "
             "split the batch"
         )
-    check_text_items(task, texts, settings)
+    check_text_items(task, texts, settings, name=name, max_chars=max_chars, chars_name=chars_name)
     return texts
 
 
-def check_text_items(task: str, texts: list[Any], settings: Settings, offset: int = 0) -> None:
-    """Every item a non-blank string within INFERENCE_MAX_TEXT_CHARS; indexes count from `offset`."""
+def check_text_items(
+    task: str, texts: list[Any], settings: Settings, offset: int = 0, *, name: str = "texts",
+    max_chars: int | None = None, chars_name: str = "MAX_TEXT_CHARS",
+) -> None:  # fmt: skip
+    """Every item a non-blank string within the length limit; indexes count from `offset`."""
+    limit = settings.max_text_chars if max_chars is None else max_chars
     for position, text in enumerate(texts):
         index = offset + position
         if not isinstance(text, str):
-            raise InvalidInput(f"{task}: texts[{index}] must be a string, got {_kind(text)}")
+            raise InvalidInput(f"{task}: {name}[{index}] must be a string, got {_kind(text)}")
         if not text.strip():
-            raise InvalidInput(f"{task}: texts[{index}] is empty or blank")
-        if len(text) > settings.max_text_chars:
+            raise InvalidInput(f"{task}: {name}[{index}] is empty or blank")
+        if len(text) > limit:
             raise InvalidInput(
-                f"{task}: texts[{index}] has {len(text)} characters, more than the limit of "
-                f"{settings.max_text_chars} (INFERENCE_MAX_TEXT_CHARS); texts are rejected, "
-                "not truncated"
+                f"{task}: {name}[{index}] has {len(text)} characters, more than the limit of "
+                f"{limit} (INFERENCE_{chars_name}); texts are rejected, not truncated"
             )
+
+
+def check_text(task: str, name: str, text: Any, settings: Settings) -> str:
+    """One non-blank string within INFERENCE_MAX_TEXT_CHARS (a rerank query)."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{task}: {name} must be a string, got {_kind(text)}")
+    if not text.strip():
+        raise InvalidInput(f"{task}: {name} is empty or blank")
+    if len(text) > settings.max_text_chars:
+        raise InvalidInput(
+            f"{task}: {name} has {len(text)} characters, more than the limit of {settings.max_text_chars} "
+            "(INFERENCE_MAX_TEXT_CHARS)"
+        )
+    return text
 
 
 def check_labels(task: str, labels: Any, settings: Settings) -> list[str]:
@@ -153,11 +172,11 @@ def check_choice(task: str, name: str, value: Any, choices: tuple[str, ...]) -> 
     return value
 
 
-def check_encoding(task: str, value: Any) -> str:
-    """A vector encoding (routing.EMBED_ENCODINGS) by its one name; an old alias maps to that name."""
+def check_encoding(task: str, value: Any, choices: tuple[str, ...] = EMBED_ENCODINGS) -> str:
+    """A vector encoding of `choices` (routing.EMBED_ENCODINGS) by its one name; an old alias maps to that name."""
     if isinstance(value, str) and value in ENCODING_ALIASES:
         return ENCODING_ALIASES[value]
-    return check_choice(task, "encoding", value, EMBED_ENCODINGS)
+    return check_choice(task, "encoding", value, choices)
 
 
 def _kind(value: Any) -> str:

@@ -71,7 +71,12 @@ max_seq_length = 512
     [
         ("[models.e5]\nsource = 3\n", "models.e5.source: must be"),
         ('[models.e5]\nsource = "/no/such/dir"\n', "models.e5.source: '/no/such/dir' is not a directory"),
-        ('[models.e5]\nkind = "cross-encoder"\n', "models.e5.kind: must be one of ('embedding',)"),
+        ('[models.e5]\nkind = "reranker"\n', "models.e5.kind: must be one of ('embedding', 'cross-encoder')"),
+        ('[models.e5]\nkind = "cross-encoder"\n', "models.e5: a cross-encoder is a local sentence-transformers"),
+        (
+            '[models.e5]\nkind = "cross-encoder"\nsource = "/tmp"\nbackend = "openvino"\n',
+            "CrossEncoder directory run by torch",
+        ),
         ('[models.e5]\nbackend = "onnx"\n', "models.e5.backend: must be one of ('torch', 'openvino')"),
         ("[models.e5]\nprompts = { query = 1 }\n", 'models.e5.prompts: must be a table of name = "prefix"'),
         ('[models.e5]\ndefault_prompt = "query"\n', "models.e5.default_prompt: 'query' is not one of its prompts"),

@@ -8,6 +8,7 @@ results) is tested through real workers and Redis in test_microbatch.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,8 +17,11 @@ from billiard.einfo import ExceptionInfo
 from inference_tasks.batching.batch_job import run_batch
 from inference_tasks.batching.batcher import Batcher
 from inference_tasks.batching.plan import planned_encode
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, ModelEntry
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, RERANK_TASK
 from inference_tasks.worker.pool import JobNotSent
+
+MINILM = ModelEntry("minilm")
 
 BASE_PREFETCH = 2
 # The worker's own window plus the one unit the batcher adds for the batch it gathers.
@@ -131,7 +135,7 @@ class FakeConsumer:
         self.timer = FakeTimer()
         self.pool = FakePool()
         self.handled: list[FakeRequest] = []
-        self.app = type("App", (), {"use_fast_trace_task": True})()
+        self.app = type("App", (), {"use_fast_trace_task": True, "settings": SimpleNamespace(served_model=MINILM)})()
 
     def on_task_request(self, request: FakeRequest) -> None:
         self.handled.append(request)
@@ -297,13 +301,36 @@ def test_bad_arguments_are_held_but_left_out_of_the_shared_encode():
 
 
 def test_planned_encode_reads_texts_and_normalize_from_args_or_kwargs():
-    assert planned_encode(FakeRequest("a", args=[["x", "y"], False])).normalize is False
-    assert planned_encode(FakeRequest("b", kwargs={"texts": ["x"], "normalize": False})).texts == ["x"]
-    assert planned_encode(FakeRequest("c", kwargs={"texts": ["x"], "normalize": "no"})) is None
-    assert planned_encode(FakeRequest("d", kwargs={"texts": []})) is None
-    assert planned_encode(FakeRequest("e", kwargs={"texts": ["x", 3]})) is None
+    assert planned_encode(FakeRequest("a", args=[["x", "y"], False]), MINILM).normalize is False
+    assert planned_encode(FakeRequest("b", kwargs={"texts": ["x"], "normalize": False}), MINILM).texts == ["x"]
+    assert planned_encode(FakeRequest("c", kwargs={"texts": ["x"], "normalize": "no"}), MINILM) is None
+    assert planned_encode(FakeRequest("d", kwargs={"texts": []}), MINILM) is None
+    assert planned_encode(FakeRequest("e", kwargs={"texts": ["x", 3]}), MINILM) is None
     zero_shot = FakeRequest("f", kwargs={"texts": ["x"], "labels": ["a", "b"]}, name=CLASSIFY_TASK)
-    assert planned_encode(zero_shot).normalize is True  # classify always compares unit vectors
+    assert planned_encode(zero_shot, MINILM).normalize is True  # classify always compares unit vectors
+
+
+PROMPTED = ModelEntry("e5", prompts={"query": "query: ", "passage": "passage: "}, default_prompt="passage")
+CROSS = ModelEntry("ce", source="/srv/ce", kind=CROSS_ENCODER_KIND)
+
+
+def test_planned_encode_applies_prompts_as_the_task_will():
+    """The batch encodes what the task will ask for, prompts included, or the task encodes twice."""
+    assert planned_encode(FakeRequest("a", args=[["x"]]), PROMPTED).texts == ["passage: x"]
+    named = FakeRequest("b", kwargs={"texts": ["x"], "prompt_name": "query"})
+    assert planned_encode(named, PROMPTED).texts == ["query: x"]
+    assert planned_encode(FakeRequest("c", kwargs={"texts": ["x"], "prompt": "q: "}), PROMPTED).texts == ["q: x"]
+    assert planned_encode(FakeRequest("d", kwargs={"texts": ["x"], "prompt_name": "nope"}), PROMPTED) is None
+    zero_shot = FakeRequest("e", kwargs={"texts": ["x"], "labels": ["a", "b"]}, name=CLASSIFY_TASK)
+    assert planned_encode(zero_shot, PROMPTED).texts == ["query: x"]
+
+
+def test_planned_rerank_encodes_query_and_documents_or_pairs():
+    rerank = FakeRequest("r", args=["why", ["a", "b"]], name=RERANK_TASK)
+    assert planned_encode(rerank, PROMPTED).texts == ["query: why", "passage: a", "passage: b"]
+    pairs = planned_encode(rerank, CROSS)
+    assert (pairs.query, pairs.texts) == ("why", ["a", "b"])
+    assert planned_encode(FakeRequest("s", args=["why", []], name=RERANK_TASK), MINILM) is None
 
 
 def test_a_closed_batcher_drops_what_it_holds_and_sends_nothing_more():

@@ -157,8 +157,11 @@ def test_a_producer_waits_for_room_and_gives_up_with_queue_full(fresh_redis_url)
 
 
 def test_metrics_show_each_childs_threads_and_the_hosts_budget(shipped):
+    served = shipped.app.send_task(EMBED_TASK, args=[["count my tokens", "and mine"]]).get(timeout=RESULT_TIMEOUT_S)
     with exporter(shipped.redis_url) as port:
         metrics = scrape(port)
+    tokens = [value for (name, labels), value in metrics.items() if name == "inference_tokens_total"]
+    assert len(tokens) == 1 and tokens[0] >= served["usage"]["tokens"] > 0
     assert metrics[("inference_workers", ())] == 1
     compute = {labels: value for (name, labels), value in metrics.items() if name == "inference_child_compute_threads"}
     assert sorted(compute.values()) == [1, 1], compute

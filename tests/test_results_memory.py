@@ -81,9 +81,12 @@ def test_compact_embeddings_equal_the_json_vectors_at_a_quarter_of_the_size(infe
 
 
 def test_an_unknown_encoding_fails_with_a_clear_message(inference_worker):
-    """encoding must be "json" or "f32-base64"; anything else fails the task naming both."""
+    """encoding must be one of json, f32-base64 and the quantized ones; anything else fails naming them."""
     result = inference_worker.app.send_task(EMBED_TASK, args=[["x"]], kwargs={"encoding": "float16"})
-    with pytest.raises(Exception, match=r"encoding must be one of 'json', 'f32-base64', got 'float16'"):
+    with pytest.raises(
+        Exception,
+        match=r"encoding must be one of 'json', 'f32-base64', 'int8', 'uint8', 'binary', 'ubinary', got 'float16'",
+    ):
         producer.collect(result, RESULT_TIMEOUT_S)
     assert redis_client(inference_worker.redis_url).exists(result_key(result.id)) == 0
     aliased = inference_worker.app.send_task(EMBED_TASK, args=[["x"]], kwargs={"encoding": "f32le-base64"})

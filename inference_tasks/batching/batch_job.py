@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
 from inference_tasks.batching.plan import NOT_RUN, PlannedEncode
+from inference_tasks.catalogue import CROSS_ENCODER_KIND
 from inference_tasks.worker.context import current
 from inference_tasks.worker.jobs import job_ends, job_starts
 from inference_tasks.worker.models import Embedder, PreEncoded
@@ -34,23 +36,39 @@ logger = logging.getLogger(__name__)
 
 
 def encode_together(embedder: Embedder | None, plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
-    """Every planned task's vectors, by task id, from one encode per normalize flag; {} on failure."""
+    """Every planned task's vectors (a cross-encoder's: scores), by task id, from one pass per normalize
+    flag (one for every pair); {} for a group whose pass failed: its tasks then encode on their own."""
     if embedder is None or not plans:
         return {}
+    groups = [[plan for plan in plans if plan.query is not None]] if embedder.kind == CROSS_ENCODER_KIND else [
+        [plan for plan in plans if plan.query is None and plan.normalize is normalize] for normalize in (True, False)
+    ]  # fmt: skip
     vectors: dict[str, PreEncoded] = {}
-    for normalize in (True, False):
-        group = [plan for plan in plans if plan.normalize is normalize]
-        if not group:
-            continue
-        try:
-            encoded = embedder.encode([text for plan in group for text in plan.texts], normalize=normalize)
-        except Exception:
-            logger.warning("the shared encode of a micro-batch failed; its tasks encode one by one", exc_info=True)
-            continue
-        offset = 0
-        for plan in group:
-            vectors[plan.task_id] = PreEncoded(plan.texts, normalize, encoded[offset : offset + len(plan.texts)])
-            offset += len(plan.texts)
+    for group in groups:
+        if group:
+            vectors.update(_encode_group(embedder, group))
+    return vectors
+
+
+def _encode_group(embedder: Embedder, group: list[PlannedEncode]) -> dict[str, PreEncoded]:
+    started_at, started = time.time(), time.perf_counter()
+    try:
+        if group[0].query is not None:
+            encoded = embedder.score_pairs([(plan.query or "", text) for plan in group for text in plan.texts])
+        else:
+            encoded = embedder.encode([text for plan in group for text in plan.texts], normalize=group[0].normalize)
+    except Exception:
+        logger.warning("the shared encode of a micro-batch failed; its tasks encode one by one", exc_info=True)
+        return {}
+    per_text = (time.perf_counter() - started) / max(1, sum(len(plan.texts) for plan in group))
+    vectors: dict[str, PreEncoded] = {}
+    offset = 0
+    for plan in group:
+        share = encoded[offset : offset + len(plan.texts)]
+        vectors[plan.task_id] = PreEncoded(
+            plan.texts, plan.normalize, share, plan.query, started_at, per_text * len(plan.texts)
+        )
+        offset += len(plan.texts)
     return vectors
 
 

@@ -57,6 +57,7 @@ class Batcher:
         self.wait_s = wait_s
         self.max_text_chars = max_text_chars
         app = consumer.app
+        self.entry = app.settings.served_model  # prompts and kind: what each task will encode
         self.trace = fast_trace_task if app.use_fast_trace_task else trace_task_ret
         self.held: list[tuple[Any, PlannedEncode | None]] = []
         self.held_texts = 0
@@ -108,11 +109,11 @@ class Batcher:
     def plan(self, request: Any) -> PlannedEncode | None:
         """What the task will encode, or None to run it on its own (the child then validates it)."""
         try:
-            plan = planned_encode(request)
+            plan = planned_encode(request, self.entry)
         except Exception:
             logger.exception("could not plan task %s for a micro-batch; it runs on its own", request.id)
             return None
-        if plan is not None and any(len(text) > self.max_text_chars for text in plan.texts):
+        if plan is not None and any(len(text) > self.max_text_chars for text in [*plan.texts, plan.query or ""]):
             return None  # the task fails in the child with the length limit's own message
         return plan
 

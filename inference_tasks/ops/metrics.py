@@ -127,8 +127,14 @@ class InferenceCollector(Collector):
             "Children that exited and were replaced (recycles, crashes)",
             labels=["worker"],
         )
+        tokens = CounterMetricFamily(
+            "inference_tokens",
+            "Input tokens the model read for inference tasks (usage.tokens summed), per worker and model",
+            labels=["worker", "model"],
+        )
         for node, report in sorted(replies.items()):
             model = report.get("alias") or ""
+            tokens.add_metric([node, model], report.get("tokens_served") or 0)
             for child in report["children"]:
                 labels = [node, model, str(child["slot"])]
                 os_threads.add_metric(labels, child["os_threads"])
@@ -138,7 +144,7 @@ class InferenceCollector(Collector):
             if report.get("model_load_seconds") is not None:
                 load.add_metric([node, model], report["model_load_seconds"])
             exited.add_metric([node], report.get("children_exited") or 0)
-        yield from (os_threads, compute, rss, runtime, load, exited)
+        yield from (os_threads, compute, rss, runtime, load, exited, tokens)
         host_threads = GaugeMetricFamily(
             "inference_host_compute_threads", "Compute threads of every child on a host, added up", labels=["host"]
         )

@@ -106,6 +106,9 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "model_load_seconds": holder.load_seconds,
         "import_seconds": record.import_seconds,
         "children_exited": getattr(getattr(task_pool, "_pool", None), "children_exited", 0),
+        # Input tokens read by this worker's children since it started (usage.tokens summed; a
+        # counter that restarts with the worker).
+        "tokens_served": ctx.slots.tokens_served(),
         "max_tasks_per_child": settings.max_tasks_per_child,
     }
 

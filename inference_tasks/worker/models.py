@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND
 from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
+from inference_tasks.worker import tokens
+from inference_tasks.worker.embedding_model import EmbeddingModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,11 +30,16 @@ LOAD_IN_CHILD = "in-child"
 
 @dataclass(frozen=True)
 class PreEncoded:
-    """A task's texts as encoded with its batch-mates' (micro-batching), waiting for the task to run."""
+    """A task's texts as encoded with its batch-mates' (micro-batching), waiting for the task to run:
+    vectors (an embedding model) or scores against `query` (a cross-encoder); `started_at` (Unix time)
+    when the shared pass began and `seconds` this task's share of it, by its number of texts (usage)."""
 
     texts: list[str]
     normalize: bool
     vectors: np.ndarray
+    query: str | None = None
+    started_at: float = 0.0
+    seconds: float = 0.0
 
 
 class ModelNotLoadedError(RuntimeError):
@@ -43,6 +51,9 @@ class Embedder(Protocol):
     runtime (`backend`), the numeric precision it computes in, and its own thread count if it has one."""
 
     name: str
+    # catalogue.EMBEDDING_KIND; a cross-encoder (cross_encoder_model.py) is CROSS_ENCODER_KIND and scores
+    # (query, document) pairs instead of encoding.
+    kind: str
     dim: int
     device: str
     backend: str
@@ -53,6 +64,10 @@ class Embedder(Protocol):
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray: ...
 
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """A cross-encoder's relevance score of each (query, document) pair; embedding models raise TypeError."""
+        ...
+
     def place(self, device: str, dtype: str = "float32") -> None: ...
 
     def limit_length(self, tokens: int) -> None:
@@ -62,6 +77,27 @@ class Embedder(Protocol):
     def compile(self, threads: int | None) -> None:
         """In the process that serves, after the fork: run with `threads` compute threads (None: the
         runtime's default). torch needs nothing here: its pools are pinned process-wide (threads.py)."""
+        ...
+
+    @property
+    def max_tokens(self) -> int | None:
+        """Word pieces the model reads of a text, special tokens included; None: no limit."""
+        ...
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text as the model's tokenizer splits it, before truncation (worker/tokens.py)."""
+        ...
+
+    def special_tokens(self) -> int:
+        """Special tokens added to every text."""
+        ...
+
+    def prefix_tokens(self, prefix: str) -> int:
+        """Word pieces a prompt prefix adds."""
+        ...
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Each word piece's character span [start, end) in `text`; NotImplementedError without offsets."""
         ...
 
 
@@ -80,7 +116,7 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(EmbeddingModel):
     """A sentence-transformers model loaded from a local directory, run by torch."""
 
     backend = "torch"
@@ -114,6 +150,22 @@ class SentenceTransformerEmbedder:
     def limit_length(self, tokens: int) -> None:
         self._model.max_seq_length = tokens
 
+    @property
+    def max_tokens(self) -> int | None:
+        return int(self._model.max_seq_length) if self._model.max_seq_length else None
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return tokens.token_counts(self._model.tokenizer, texts)
+
+    def special_tokens(self) -> int:
+        return tokens.special_tokens(self._model.tokenizer)
+
+    def prefix_tokens(self, prefix: str) -> int:
+        return tokens.prefix_tokens(self._model.tokenizer, prefix)
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return tokens.token_spans(self._model.tokenizer, text)
+
     def compile(self, threads: int | None) -> None:
         """Nothing: torch's pools are pinned for the whole process (threads.py)."""
 
@@ -129,8 +181,12 @@ class SentenceTransformerEmbedder:
 
 
 def make_embedder(model: str, device: str, backend: str = "torch", cache: Path | None = None,
-                  precision: str = "auto") -> Embedder:  # fmt: skip
+                  precision: str = "auto", kind: str = EMBEDDING_KIND) -> Embedder:  # fmt: skip
     """The configured model on the configured runtime, loaded but never run (safe before a fork)."""
+    if kind == CROSS_ENCODER_KIND:
+        from inference_tasks.worker.cross_encoder_model import CrossEncoderScorer
+
+        return CrossEncoderScorer(model, resolve_model_path(model), device)
     if model == MULTILINGUAL_MODEL:
         from inference_tasks.worker.use_model import UseEmbedder
 
@@ -165,11 +221,16 @@ class ModelHolder:
     pre_encoded: dict[str, PreEncoded] = field(default_factory=dict)
     # Trained classifier heads used by this process, by name (tasks.current_head keeps it fresh).
     heads: dict[str, Any] = field(default_factory=dict)
+    # The micro-batch share behind the last encode_for/score_for, None if that call encoded itself.
+    shared: PreEncoded | None = None
+    # Quantization ranges by (normalize, dimensions), from the model's calibration vectors (quantize.py).
+    calibration: dict[Any, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def load(
         self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
         cache: Path | None = None, precision: str = "auto", max_seq_length: int | None = None,
+        kind: str = EMBEDDING_KIND,
     ) -> None:  # fmt: skip
         """Load the model without running it; on failure remember why instead of raising.
 
@@ -178,7 +239,7 @@ class ModelHolder:
         """
         started = time.perf_counter()
         try:
-            embedder = make_embedder(model, device, backend, cache, precision)
+            embedder = make_embedder(model, device, backend, cache, precision, kind)
             if max_seq_length is not None:
                 embedder.limit_length(max_seq_length)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
@@ -199,11 +260,14 @@ class ModelHolder:
             return
         started = time.perf_counter()
         try:
-            vectors = self.embedder.encode(WARMUP_TEXTS, normalize=True)
+            if self.embedder.kind == CROSS_ENCODER_KIND:
+                self.embedder.score_pairs([(WARMUP_TEXTS[0], text) for text in WARMUP_TEXTS])
+            else:
+                vectors = self.embedder.encode(WARMUP_TEXTS, normalize=True)
+                self.embedder.dim = self.embedder.dim or int(vectors.shape[1])
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
             self._fail(self.embedder.name, exc)
             return
-        self.embedder.dim = self.embedder.dim or int(vectors.shape[1])
         self.warmup_seconds = time.perf_counter() - started
 
     def _fail(self, model: str, exc: Exception) -> None:
@@ -216,6 +280,7 @@ class ModelHolder:
         self.embedder = embedder
         self.error = None
         self._label_cache.clear()
+        self.calibration.clear()
 
     def get(self) -> Embedder:
         """The loaded model, or ModelNotLoadedError carrying the reason."""
@@ -225,12 +290,25 @@ class ModelHolder:
         return self.embedder
 
     def encode_for(self, task_id: str | None, texts: list[str], normalize: bool) -> np.ndarray:
-        """The task's vectors: encoded already with its micro-batch if so, else encoded now."""
+        """The task's vectors: encoded already with its micro-batch if so, else encoded now.
+        `shared` then holds the micro-batch's share (its timing feeds usage), else None."""
         embedder = self.get()
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
-        if pre is not None and pre.normalize == normalize and pre.texts == texts:
+        if pre is not None and pre.query is None and pre.normalize == normalize and pre.texts == texts:
+            self.shared = pre
             return pre.vectors
+        self.shared = None
         return embedder.encode(texts, normalize=normalize)
+
+    def score_for(self, task_id: str | None, query: str, documents: list[str]) -> np.ndarray:
+        """A cross-encoder's score of each (query, document) pair: scored with the micro-batch if so."""
+        scorer = self.get()
+        pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        if pre is not None and pre.query == query and pre.texts == documents:
+            self.shared = pre
+            return pre.vectors
+        self.shared = None
+        return scorer.score_pairs([(query, document) for document in documents])
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings of `labels`, encoding only those not seen recently."""
@@ -270,6 +348,7 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         holder.load(
             settings.served_model.source, device, LOAD_IN_CHILD, settings.model_backend,
             settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
+            settings.served_model.kind,
         )  # fmt: skip
         if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
             holder.embedder.place(device, settings.cuda_dtype)

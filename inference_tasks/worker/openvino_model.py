@@ -27,6 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inference_tasks.worker import tokens
+from inference_tasks.worker.embedding_model import EmbeddingModel
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -116,7 +119,7 @@ def pipeline_config(path: Path) -> dict[str, Any]:
     }
 
 
-class OpenVinoEmbedder:
+class OpenVinoEmbedder(EmbeddingModel):
     """An exported sentence-transformers model on OpenVINO's CPU plugin. Compiled per process."""
 
     backend = "openvino"
@@ -150,6 +153,26 @@ class OpenVinoEmbedder:
 
     def limit_length(self, tokens: int) -> None:
         self._max_length = tokens
+
+    @property
+    def max_tokens(self) -> int | None:
+        return int(self._max_length) if self._max_length else None
+
+    def _cleaned(self, text: str) -> str:
+        return text.strip().lower() if self._lower_case else text.strip()
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return tokens.token_counts(self._tokenizer, [self._cleaned(text) for text in texts])
+
+    def special_tokens(self) -> int:
+        return tokens.special_tokens(self._tokenizer)
+
+    def prefix_tokens(self, prefix: str) -> int:
+        return tokens.prefix_tokens(self._tokenizer, self._cleaned(prefix))
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        # The original text: spans must index it (a tokenizer's own lower-casing keeps offsets).
+        return tokens.token_spans(self._tokenizer, text)
 
     def compile(self, threads: int | None) -> None:
         """Compile for this process with `threads` inference threads (None: OpenVINO's default)."""

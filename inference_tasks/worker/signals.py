@@ -122,6 +122,7 @@ def preload_model(ctx: WorkerContext, settings: Any) -> None:
     ctx.model.load(
         settings.served_model.source, devices.CPU, LOAD_PRELOADED, settings.model_backend,
         settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
+        settings.served_model.kind,
     )  # fmt: skip
     gc.freeze()
 

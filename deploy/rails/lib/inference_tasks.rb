@@ -24,6 +24,18 @@ module InferenceTasks
 
   # Little-endian float32 vectors, base64 (inference.embed with encoding: "f32-base64"): one Array per text.
   def self.decode_vectors(base64, dim)
-    base64.unpack1("m").unpack("e*").each_slice(dim).to_a
+    decode_embeddings(base64, dim, "f32-base64")
+  end
+
+  # Any packed encoding of inference.embed / embed_chunks, one Array per vector: Floats for
+  # "f32-base64"; Integers for "int8" (-128..127) and "uint8" (0..255), one per dimension; for
+  # "binary" (signed) and "ubinary" (unsigned) the sign bits packed 8 per byte, ceil(dim / 8) per
+  # vector, as sentence-transformers' quantize_embeddings returns them. "json" values pass through.
+  def self.decode_embeddings(payload, dim, encoding)
+    return payload if encoding == "json"
+
+    directive, width = Wire::PACKED.fetch(encoding) { raise ArgumentError, "unknown encoding #{encoding.inspect}" }
+    per_vector = width == :bits ? (dim + 7) / 8 : dim
+    payload.unpack1("m").unpack(directive).each_slice(per_vector).to_a
   end
 end

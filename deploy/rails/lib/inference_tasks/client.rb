@@ -28,10 +28,34 @@ module InferenceTasks
     # sidekiq: for a plain Sidekiq job). encoding: "f32-base64" asks for the compact result (a
     # quarter of the JSON's size). model: a catalogue alias ("e5"): the task goes to that model's
     # queue ("inference.e5") and names it, so no other model answers it; nil: the default model.
-    def enqueue_embed(texts, normalize: true, encoding: nil, model: nil, **options)
+    # prompt_name: one of the model's catalogue prompts ("query"), or prompt: a literal prefix;
+    # dimensions: the first N components (Matryoshka); truncate: false fails a text longer than the
+    # model reads instead of cutting it (usage["truncated"] lists the cut ones otherwise).
+    def enqueue_embed(texts, normalize: true, encoding: nil, model: nil, prompt_name: nil, prompt: nil,
+                      dimensions: nil, truncate: nil, **options)
       kwargs = { "normalize" => normalize }
       kwargs["encoding"] = encoding if encoding
+      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: dimensions,
+                                     truncate: truncate))
       enqueue("inference.embed", [texts], with_model(kwargs, model), **for_model(model, options))
+    end
+
+    # Enqueue inference.rerank: documents ordered by relevance to query; returns the task id.
+    def enqueue_rerank(query, documents, top_n: nil, return_documents: false, model: nil, truncate: nil, **options)
+      kwargs = { "return_documents" => return_documents }
+      kwargs["top_n"] = top_n if top_n
+      kwargs["truncate"] = truncate unless truncate.nil?
+      enqueue("inference.rerank", [query, documents], with_model(kwargs, model), **for_model(model, options))
+    end
+
+    # Enqueue inference.embed_chunks: long texts split into windows the model reads, each embedded.
+    def enqueue_embed_chunks(texts, chunk_tokens: nil, overlap_tokens: 32, encoding: nil, model: nil,
+                             prompt_name: nil, prompt: nil, dimensions: nil, **options)
+      kwargs = { "overlap_tokens" => overlap_tokens }
+      kwargs["chunk_tokens"] = chunk_tokens if chunk_tokens
+      kwargs["encoding"] = encoding if encoding
+      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: dimensions, truncate: nil))
+      enqueue("inference.embed_chunks", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.classify (zero-shot over labels); returns the task id. model: as for enqueue_embed.
@@ -72,14 +96,40 @@ module InferenceTasks
     # Embed and wait: returns {"model" => ..., "dim" => ..., "embeddings" => [[Float]]}. With
     # encoding: "f32-base64" the vectors travel as float32 bytes and are decoded here into the same
     # shape (plus "count" and "encoding"). The result is deleted from Redis once read (keep: true keeps it).
+    # Every encoding is decoded here (InferenceTasks.decode_embeddings): Floats, or Integers for the
+    # quantized ones; "usage" => {"tokens", "truncated", "inference_ms", "queue_ms"} comes with it.
     def embed(texts, normalize: true, encoding: "json", timeout: 30, keep: false, **options)
       raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
 
       wire = encoding == "json" ? nil : encoding
       value = wait(enqueue_embed(texts, normalize: normalize, encoding: wire, **options), timeout: timeout, keep: keep)
-      return value unless value["encoding"] == "f32-base64"
+      return value unless value["encoding"]
 
-      value.merge("embeddings" => InferenceTasks.decode_vectors(value["embeddings"], value["dim"]))
+      value.merge("embeddings" => InferenceTasks.decode_embeddings(value["embeddings"], value["dim"], value["encoding"]))
+    end
+
+    # Rerank and wait: {"model", "alias", "method" ("bi-encoder" or "cross-encoder"), "results" =>
+    # [{"index", "score", "document"?}] best first, "usage"}.
+    def rerank(query, documents, timeout: 30, keep: false, **options)
+      wait(enqueue_rerank(query, documents, **options), timeout: timeout, keep: keep)
+    end
+
+    # Embed long texts in chunks and wait: "chunks" => one Array per text of {"start", "end",
+    # "embedding"} (character span [start, end) in the text; the embedding decoded as for #embed).
+    def embed_chunks(texts, encoding: "json", timeout: 60, keep: false, **options)
+      raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
+
+      wire = encoding == "json" ? nil : encoding
+      value = wait(enqueue_embed_chunks(texts, encoding: wire, **options), timeout: timeout, keep: keep)
+      return value if value["encoding"] == "json"
+
+      chunks = value["chunks"].map do |text_chunks|
+        text_chunks.map do |chunk|
+          vector = InferenceTasks.decode_embeddings(chunk["embedding"], value["dim"], value["encoding"]).first
+          chunk.merge("embedding" => vector)
+        end
+      end
+      value.merge("chunks" => chunks)
     end
 
     # Classify and wait: returns one {"label", "score", "scores"} hash per text, in order.
@@ -138,6 +188,15 @@ module InferenceTasks
     end
 
     private
+
+    def contract_options(prompt_name:, prompt:, dimensions:, truncate:)
+      options = {}
+      options["prompt_name"] = prompt_name if prompt_name
+      options["prompt"] = prompt if prompt
+      options["dimensions"] = dimensions if dimensions
+      options["truncate"] = truncate unless truncate.nil?
+      options
+    end
 
     def with_model(kwargs, model)
       model ? kwargs.merge("model" => model) : kwargs

@@ -14,7 +14,15 @@ module InferenceTasks
     PRIORITIES = (0..9).freeze
     RESULT_KEY_PREFIX = "celery-task-meta-"
     READY_STATES = %w[SUCCESS FAILURE REVOKED].freeze
-    ENCODINGS = %w[json f32-base64].freeze
+    ENCODINGS = %w[json f32-base64 int8 uint8 binary ubinary].freeze
+    # How each packed encoding's bytes unpack, and how many values a vector has (its dimensions, or
+    # its sign bits packed 8 per byte).
+    PACKED = {
+      "f32-base64" => ["e*", :dims], "int8" => ["c*", :dims], "uint8" => ["C*", :dims],
+      "binary" => ["c*", :bits], "ubinary" => ["C*", :bits]
+    }.freeze
+    # The header stamped with the send time (Unix seconds), from which results report usage["queue_ms"].
+    SENT_AT_HEADER = "inference_sent_at"
     # How the reply job is written: a plain Sidekiq job, or ActiveJob's Sidekiq adapter format.
     REPLY_FORMATS = { sidekiq: "sidekiq", active_job: "active_job" }.freeze
 
@@ -66,7 +74,7 @@ module InferenceTasks
       headers = {
         "lang" => "rb", "task" => task, "id" => task_id, "root_id" => task_id, "parent_id" => nil,
         "group" => nil, "retries" => 0, "eta" => nil, "expires" => nil,
-        "origin" => "ruby@#{Socket.gethostname}"
+        "origin" => "ruby@#{Socket.gethostname}", SENT_AT_HEADER => Time.now.to_f
       }
       headers["sidekiq_reply"] = reply_request(reply_to) if reply_to
       body = [args, kwargs, { "callbacks" => nil, "errbacks" => nil, "chain" => nil, "chord" => nil }]

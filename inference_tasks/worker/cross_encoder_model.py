@@ -1,0 +1,94 @@
+"""A cross-encoder (catalogue kind "cross-encoder"): sentence-transformers' CrossEncoder loaded from a local
+directory, run by torch, scoring (query, document) pairs for inference.rerank.
+
+A cross-encoder reads the query and a document together, so it ranks better than comparing two
+separately computed vectors, at the price of one forward pass per pair. It serves rerank only; the
+other tasks fail with the reason. Loaded like an embedding model (in the main process, never run
+there; warmed up in each child), with sentence-transformers' own activation (a sigmoid for a
+one-label model such as ms-marco-MiniLM-L-6-v2), so scores equal CrossEncoder.predict's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from inference_tasks.catalogue import CROSS_ENCODER_KIND
+from inference_tasks.worker import tokens
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class CrossEncoderScorer:
+    """The Embedder interface where it applies (name, device, tokens, placement); `score_pairs`, not `encode`."""
+
+    backend = "torch"
+    kind = CROSS_ENCODER_KIND
+
+    def __init__(self, name: str, path: Path, device: str) -> None:
+        from sentence_transformers import CrossEncoder
+
+        self.name = name
+        self.device = device
+        self.precision: str | None = "f32"
+        self.threads: int | None = None
+        self.batch_size = 32
+        self.dim = 0  # no vectors
+        self._model = CrossEncoder(str(path), device=device, local_files_only=True)
+        if self._model.num_labels != 1:
+            raise ValueError(
+                f"{path} is a cross-encoder with {self._model.num_labels} labels; reranking needs one relevance score"
+            )
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        scores = self._model.predict(
+            list(pairs),
+            batch_size=self.batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return scores if scores.dtype.name == "float32" else scores.astype("float32")
+
+    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
+        raise TypeError(f"{self.name} is a cross-encoder: it scores (query, document) pairs and makes no vectors")
+
+    @property
+    def max_tokens(self) -> int | None:
+        return int(self._model.max_length) if self._model.max_length else None
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return tokens.token_counts(self._model.tokenizer, texts)
+
+    def pair_token_counts(self, query: str, documents: Sequence[str]) -> list[int]:
+        """Word pieces of each (query, document) pair as the model reads it, before truncation."""
+        encoded = self._model.tokenizer(
+            [query.strip()] * len(documents), [document.strip() for document in documents],
+            truncation=False, return_attention_mask=False, return_token_type_ids=False, verbose=False,
+        )  # fmt: skip
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def special_tokens(self) -> int:
+        return tokens.special_tokens(self._model.tokenizer)
+
+    def prefix_tokens(self, prefix: str) -> int:
+        return tokens.prefix_tokens(self._model.tokenizer, prefix)
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        raise NotImplementedError("a cross-encoder makes no vectors to chunk")
+
+    def limit_length(self, tokens: int) -> None:
+        self._model.max_length = tokens
+
+    def compile(self, threads: int | None) -> None:
+        """Nothing: torch's pools are pinned for the whole process (threads.py)."""
+
+    def place(self, device: str, dtype: str = "float32") -> None:
+        import torch
+
+        self._model.to(device)
+        if device.startswith("cuda") and dtype != "float32":
+            self._model.to(getattr(torch, dtype))
+            self.precision = {"float16": "f16", "bfloat16": "bf16"}.get(dtype, dtype)
+        self.device = device

@@ -1,0 +1,51 @@
+"""Steps every inference task shares: the model it needs, the tokens it reads, its vectors as asked,
+and the usage it reports. Kept apart from the task bodies (tasks.py, retrieval_tasks.py) so the
+contract is one piece of code, whatever the task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from inference_tasks.catalogue import CROSS_ENCODER_KIND
+from inference_tasks.request_options import EncodeOptions
+from inference_tasks.validation import InvalidInput
+from inference_tasks.worker import calibration
+from inference_tasks.worker.context import current
+from inference_tasks.worker.models import Embedder, ModelHolder
+from inference_tasks.worker.usage import TokenCount, count_tokens
+from inference_tasks.worker.vectors import BUCKETED_ENCODINGS, encoded, shaped
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def embedding_model(task: str, holder: ModelHolder, alias: str) -> Embedder:
+    """The loaded model, which must make vectors: a cross-encoder serves inference.rerank only."""
+    model = holder.get()
+    if model.kind == CROSS_ENCODER_KIND:
+        raise InvalidInput(
+            f"{task}: model {alias!r} is a cross-encoder; it serves inference.rerank only (it makes no vectors)"
+        )
+    return model
+
+
+def read_tokens(task: str, model: Embedder, texts: list[str], truncate: bool, what: str = "texts") -> TokenCount:
+    """What the model reads of `texts` (already prompted), failing on a text over its limit unless truncate."""
+    return count_tokens(task, model.token_counts(texts), model.max_tokens, truncate, what)
+
+
+def vectors_as_asked(
+    holder: ModelHolder, settings: Any, vectors: np.ndarray, options: EncodeOptions
+) -> dict[str, Any]:  # fmt: skip
+    """{"dim", "embeddings"[, "count", "encoding"]} for `vectors` shaped and encoded as the options say."""
+    vectors = shaped(vectors, options.dimensions, options.normalize)
+    ranges = None
+    if options.encoding in BUCKETED_ENCODINGS:
+        ranges = calibration.ranges(holder, settings, options.normalize, options.dimensions)
+    return encoded(vectors, options.encoding, ranges)
+
+
+def note_tokens(count: TokenCount) -> None:
+    """Add a task's input tokens to its slot's count (the exporter's inference_tokens_total)."""
+    ctx = current()
+    ctx.slots.add_tokens(ctx.process.pool_slot, count.tokens)
