@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference_tasks import app, producer
-from inference_tasks.codec import decode_embeddings
-from inference_tasks.routing import EMBED_CHUNKS_TASK, EMBED_TASK, RERANK_TASK
+from inference_tasks import app, client
 
 TIMEOUT_S = 120
 DOCUMENTS = [
@@ -25,29 +23,25 @@ DOCUMENTS = [
 QUERY = "I paid twice this month, when do I get my money back?"
 
 
-def run(task: str, *args: object, **kwargs: object) -> dict:
-    return producer.collect(producer.send(app, task, args=list(args), kwargs=kwargs), TIMEOUT_S)
-
-
 def main() -> None:
     # 1. Index: each document in windows the model reads whole, with their character spans.
-    chunked = run(EMBED_CHUNKS_TASK, DOCUMENTS, chunk_tokens=32, overlap_tokens=8)
+    chunked = client.embed_chunks(app, DOCUMENTS, chunk_tokens=32, overlap_tokens=8, timeout=TIMEOUT_S)
     passages, vectors = [], []
     for document, chunks in zip(DOCUMENTS, chunked["chunks"], strict=True):
         for chunk in chunks:
             passages.append(document[chunk["start"] : chunk["end"]])
             vectors.append(chunk["embedding"])
-    index = np.array(vectors, dtype=np.float32)
+    index = np.stack(vectors)
     print(f"{len(passages)} passages from {len(DOCUMENTS)} documents, {chunked['usage']['tokens']} tokens")
 
     # The same vectors as int8 take a quarter of the bytes (calibrated per model, not per batch).
-    compact = run(EMBED_TASK, passages, encoding="int8")
-    print(f"int8 index: {decode_embeddings(compact).nbytes} bytes instead of {index.nbytes}")
+    compact = client.embed(app, passages, encoding="int8", timeout=TIMEOUT_S)["embeddings"]
+    print(f"int8 index: {compact.nbytes} bytes instead of {index.nbytes}")
 
     # 2. Search: the query's nearest passages, then rerank the candidates.
-    query = np.array(run(EMBED_TASK, [QUERY])["embeddings"][0], dtype=np.float32)
+    query = client.embed(app, [QUERY], timeout=TIMEOUT_S)["embeddings"][0]
     candidates = [passages[i] for i in np.argsort(-(index @ query))[:4]]
-    ranked = run(RERANK_TASK, QUERY, candidates, top_n=2, return_documents=True)
+    ranked = client.rerank(app, QUERY, candidates, top_n=2, return_documents=True, timeout=TIMEOUT_S)
     print(f"reranked ({ranked['method']}, {ranked['usage']['inference_ms']:.1f} ms of compute, "
           f"{ranked['usage']['queue_ms']} ms queued):")  # fmt: skip
     for item in ranked["results"]:

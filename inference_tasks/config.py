@@ -63,6 +63,8 @@ class Settings:
     # A batch never holds more than max_batch_texts either.
     microbatch_max_texts: int = defaults.DEFAULT_MICROBATCH_MAX_TEXTS
     microbatch_wait_ms: float = defaults.DEFAULT_MICROBATCH_WAIT_MS
+    # Padded tokens per forward pass (worker/passes.py); 0: texts alone bound a pass.
+    microbatch_max_tokens: int = defaults.DEFAULT_MICROBATCH_MAX_TOKENS
     max_text_chars: int = defaults.DEFAULT_MAX_TEXT_CHARS
     # inference.embed_chunks' limit per text (the others keep max_text_chars).
     max_document_chars: int = defaults.DEFAULT_MAX_DOCUMENT_CHARS

@@ -117,6 +117,7 @@ FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...]
         lambda _: "must be from 0 up to (not including) 1",
     ),
     ("microbatch_max_texts", lambda value: value >= 0, lambda _: "must be 0 (off) or more"),
+    ("microbatch_max_tokens", lambda value: value >= 0, lambda _: "must be 0 (texts only) or more"),
     (
         "microbatch_wait_ms",
         lambda value: 0 <= value <= MAX_MICROBATCH_WAIT_MS,

@@ -385,6 +385,18 @@ def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worke
     report("rolling restart", sent=300, completed=300, lost=0, duplicated=duplicated, running_task_attempts=1)
 
 
+def freeze_with_an_empty_pipe(child: int) -> None:
+    """SIGSTOP the child at a moment its pipe holds nothing unread (the pool may still be writing it
+    its start-up messages just after it logs "child ready"): thawed again and retried until so."""
+    for _ in range(50):
+        wait_until(lambda: unread_pipe_bytes(child) == 0, 30, "the child to read what its pipe holds")
+        os.kill(child, signal.SIGSTOP)
+        if unread_pipe_bytes(child) == 0:
+            return
+        os.kill(child, signal.SIGCONT)
+    raise AssertionError("the child's pipe never stayed empty long enough to freeze it")
+
+
 def test_a_job_in_a_childs_pipe_when_a_warm_shutdown_begins_runs_once_and_is_acked(start_worker):
     """When a warm shutdown begins, Celery's pool forgets every job its child has not yet confirmed
     (AsynPool.flush), though the child will still read it from its pipe and run it; the result
@@ -396,9 +408,8 @@ def test_a_job_in_a_childs_pipe_when_a_warm_shutdown_begins_runs_once_and_is_ack
     redis = redis_client(worker.redis_url)
     wait_until(lambda: "child ready" in worker.log(), 60, "the child to warm up")
     [child] = worker.child_pids()
-    os.kill(child, signal.SIGSTOP)
+    freeze_with_an_empty_pipe(child)
     try:
-        assert unread_pipe_bytes(child) == 0
         result = worker.app.send_task(EMBED_TASK, args=[BATCH[:2]])
         wait_until(lambda: unread_pipe_bytes(child) > 0, 30, "the parent to write the job into the frozen child's pipe")
         worker.process.send_signal(signal.SIGTERM)

@@ -20,7 +20,7 @@ from sentence_transformers.util.quantization import quantize_embeddings
 from inference_tasks import producer
 from inference_tasks.codec import decode_embeddings
 from inference_tasks.defaults import DEFAULT_MODEL
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_CHUNKS_TASK, EMBED_TASK, RERANK_TASK
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_CHUNKS_TASK, EMBED_TASK, RERANK_TASK, WORKER_INFO_TASK
 from inference_tasks.worker.models import resolve_model_path
 from tests.support.localstack import REPO_ROOT, producer_app
 from tests.support.wire import encode, task_message
@@ -108,6 +108,31 @@ def test_rerank_with_the_default_model_is_bi_encoder_cosine_best_first(app, loca
 def test_rerank_refuses_bad_arguments_naming_them(app, kwargs, named):
     arguments = {"query": QUERY, "documents": ["a text", "another"], **kwargs}
     assert named in failure(app, RERANK_TASK, **arguments)
+
+
+def test_small_reranks_share_a_forward_pass_and_keep_their_own_scores(app, local_model):
+    """A burst of one-query reranks is micro-batched (query and documents of several tasks in one
+    encode) and every task still gets exactly its own cosines."""
+    documents = candidates()[:6]
+    queries = [t["text"] for t in TICKETS[10:22]]
+    before = batched_tasks(app, "inference")
+    sent = [producer.send(app, RERANK_TASK, args=[query, documents]) for query in queries]
+    results = [producer.collect(result, RESULT_TIMEOUT_S) for result in sent]
+    vectors = local_model.encode(documents, normalize_embeddings=True)
+    for query, result in zip(queries, results, strict=True):
+        expected = vectors @ local_model.encode(query, normalize_embeddings=True)
+        got = {item["index"]: item["score"] for item in result["results"]}
+        np.testing.assert_allclose([got[i] for i in range(len(documents))], expected, atol=1e-5)
+    assert batched_tasks(app, "inference") > before
+
+
+def batched_tasks(app, queue: str) -> int:
+    """Tasks run inside micro-batches so far, over the children that answer (one per call)."""
+    seen = {}
+    for _ in range(6):
+        info = app.send_task(WORKER_INFO_TASK, queue=queue).get(timeout=RESULT_TIMEOUT_S)
+        seen[info["pid"]] = info["microbatch"]["batched_tasks"]
+    return sum(seen.values())
 
 
 def test_a_literal_prompt_gives_sentence_transformers_vectors(app, local_model):
@@ -320,6 +345,13 @@ def test_rerank_with_a_cross_encoder_scores_pairs_like_sentence_transformers(cat
     assert {item["index"] for item in result["results"][:3]} <= billing
     pairs = local.tokenizer([QUERY] * len(documents), documents)["input_ids"]
     assert result["usage"]["tokens"] == sum(len(ids) for ids in pairs)
+    queries = [t["text"] for t in TICKETS[30:38]]
+    burst = [producer.send(app, RERANK_TASK, args=[q, documents[:5]], model="reranker") for q in queries]
+    for query, sent in zip(queries, burst, strict=True):
+        got = {item["index"]: item["score"] for item in producer.collect(sent, RESULT_TIMEOUT_S)["results"]}
+        expected = local.predict([(query, document) for document in documents[:5]])
+        np.testing.assert_allclose([got[i] for i in range(5)], expected, atol=1e-5)
+    assert batched_tasks(app, "inference.reranker") > 0  # pairs of several queries in one pass
     refused = producer.send(app, EMBED_TASK, args=[["a text"]], model="reranker")
     with pytest.raises(Exception, match=re.escape("model 'reranker' is a cross-encoder; it serves inference.rerank")):
         producer.collect(refused, RESULT_TIMEOUT_S)

@@ -16,6 +16,7 @@ from inference_tasks.request_options import check_dimensions, document_prompt, q
 from inference_tasks.routing import EMBED_TASK, SENT_AT_HEADER, WORKER_INFO_TASK
 from inference_tasks.validation import InvalidInput
 from inference_tasks.worker.chunking import spans, windows
+from inference_tasks.worker.passes import fixed_size_passes, forward_passes, padded_tokens
 from inference_tasks.worker.usage import TaskClock, TokenCount, count_tokens
 from inference_tasks.worker.vectors import encoded, quantize, shaped
 
@@ -116,3 +117,17 @@ def test_producers_stamp_inference_tasks_with_their_send_time():
     stamp_sent_at(sender=WORKER_INFO_TASK, headers=other)
     stamp_sent_at(sender="myapp.tasks.send_mail", headers=other)
     assert other == {}
+
+
+def test_passes_are_longest_first_and_bounded_by_texts_and_padded_tokens():
+    counts = [10, 250, 12, 9, 240, 11]
+    # Texts only: one pass of everything (each padded to 250 tokens).
+    assert forward_passes(counts, 32, None) == [[1, 4, 2, 5, 0, 3]]
+    # 600 padded tokens: the two long texts (2 x 250) together, the one-liners (4 x 12) apart.
+    assert forward_passes(counts, 32, 600) == [[1, 4], [2, 5, 0, 3]]
+    assert padded_tokens(counts, [[1, 4], [2, 5, 0, 3]]) == 2 * 250 + 4 * 12
+    assert forward_passes(counts, 2, None) == [[1, 4], [2, 5], [0, 3]]
+    # A text longer than the bound goes alone, and nothing is dropped.
+    assert forward_passes([300, 5, 5], 32, 100) == [[0], [1, 2]]
+    assert sorted(i for group in forward_passes(counts, 3, 50) for i in group) == list(range(6))
+    assert fixed_size_passes([5, 50, 7], 2) == [[1, 2], [0]]

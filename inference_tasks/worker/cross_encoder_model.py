@@ -35,6 +35,7 @@ class CrossEncoderScorer:
         self.precision: str | None = "f32"
         self.threads: int | None = None
         self.batch_size = 32
+        self.max_pass_tokens: int | None = None  # pairs go in passes of batch_size
         self.dim = 0  # no vectors
         self._model = CrossEncoder(str(path), device=device, local_files_only=True)
         if self._model.num_labels != 1:

