@@ -111,8 +111,9 @@ DEFAULT_CORPUS_EXPIRES_S = 86_400
 # sentences per core measured here (docs/benchmarks.md). CPU only.
 BACKENDS = ("torch", "openvino")
 # auto: OpenVINO's own choice for the CPU (bf16 where the CPU has native bf16: AVX512_BF16 or AMX,
-# f32 elsewhere); f32 forces full precision (vectors then match torch's to ~1e-7).
-OPENVINO_PRECISIONS = ("auto", "f32")
+# f32 elsewhere); f32 forces full precision (vectors then match torch's to ~1e-7); int8 serves the
+# NNCF-quantized export (`export-model --backend openvino --precision int8`; docs/benchmarks.md).
+OPENVINO_PRECISIONS = ("auto", "f32", "int8")
 # "auto": a prefork worker is the inference profile (one native thread per child), any other pool
 # the trainer; set "trainer" to run the trainer as a single prefork child (time limits enforced).
 PROFILES = ("auto", "inference", "trainer")

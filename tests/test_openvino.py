@@ -61,6 +61,16 @@ def export_dir(model_cache):
 
 
 @pytest.fixture(scope="module")
+def int8_dir(model_cache):
+    """The int8 export, quantized from the module's full-precision export (offline)."""
+    done = export(model_cache, "--precision", "int8")
+    assert done.returncode == 0, done.stderr
+    assert "openvino int8: exported in" in done.stdout
+    (path,) = (model_cache / "openvino").glob("*-int8")
+    return path
+
+
+@pytest.fixture(scope="module")
 def torch_model():
     from sentence_transformers import SentenceTransformer
 
@@ -119,22 +129,90 @@ def test_openvino_vectors_match_torch_within_the_accuracy_gate(export_dir, torch
         assert embedder.precision == "f32" and cosine.min() >= 0.99999
 
 
-@pytest.mark.parametrize("precision", ["auto", "f32"])
-def test_a_texts_vector_does_not_depend_on_its_batch_mates(export_dir, precision):
+@pytest.mark.parametrize("precision", ["auto", "f32", "int8"])
+def test_a_texts_vector_does_not_depend_on_its_batch_mates(request, precision):
     """Micro-batching puts unrelated texts together (padding them to the longest): each text's vector
-    alone and inside a mixed batch must agree."""
-    embedder = openvino_embedder(export_dir, precision)
+    alone and inside a mixed batch must agree (int8 too: its scales are fixed at export, not per batch)."""
+    directory = request.getfixturevalue("int8_dir" if precision == "int8" else "export_dir")
+    embedder = openvino_embedder(directory, precision)
     texts = [row["text"] for row in TICKETS[:40]] + ODD_TEXTS
     together = embedder.encode(texts, normalize=True)
     alone = np.concatenate([embedder.encode([text], normalize=True) for text in texts])
     assert (together * alone).sum(axis=1).min() >= 0.9999
 
 
+def test_the_int8_export_is_offline_and_idempotent(model_cache, export_dir, int8_dir):
+    """Quantized from the full-precision export with no network, beside it; a second run keeps it."""
+    manifest = json.loads((int8_dir / MANIFEST_FILE).read_text())
+    assert (manifest["precision"], manifest["quantized_from"]) == ("int8", str(export_dir))
+    assert manifest["calibration"]["texts"] > 300 and manifest["nncf"].startswith("3.4")
+    ir = (int8_dir / IR_FILE).read_text()
+    assert "FakeQuantize" in ir or "FakeConvert" in ir or 'element_type="i8"' in ir or 'element_type="u8"' in ir
+    before = (int8_dir / IR_FILE).stat().st_mtime_ns
+    again = export(model_cache, "--precision", "int8")
+    assert again.returncode == 0 and "already exported" in again.stdout, again.stderr
+    assert (int8_dir / IR_FILE).stat().st_mtime_ns == before
+
+
+@pytest.mark.long
+def test_the_int8_export_is_deterministic(model_cache, int8_dir):
+    """The same export twice gives the same vectors (fixed corpus, fixed order, static scales)."""
+    texts = [row["text"] for row in TICKETS[:50]] + ODD_TEXTS
+    first = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
+    forced = export(model_cache, "--precision", "int8", "--force")
+    assert forced.returncode == 0 and "exported in" in forced.stdout, forced.stderr
+    second = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
+    np.testing.assert_array_equal(first, second)
+
+
+def test_int8_passes_the_accuracy_gate_against_torch(int8_dir, torch_model):
+    """int8 against torch f32: min cosine >= 0.99 on the gate's texts plus 200 varied ones, zero-shot
+    labels agree on >= 98 % of tickets, a head's held-out accuracy moves by at most one point, and
+    each query's 10 nearest neighbours in a 1,000-text corpus overlap by >= 0.9 on average."""
+    from tests.support.varied_texts import varied_texts
+
+    embedder = openvino_embedder(int8_dir, "int8")
+    assert embedder.precision == "int8"
+    texts = [row["text"] for row in TICKETS] + ODD_TEXTS + varied_texts(200, seed=11)
+    reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
+    ours = embedder.encode(texts, normalize=True)
+    cosine = (reference * ours).sum(axis=1)
+    tickets = len(TICKETS)
+    labels_reference = torch_model.encode(LABELS, normalize_embeddings=True)
+    labels_ours = embedder.encode(LABELS, normalize=True)
+    agree = np.mean((reference[:tickets] @ labels_reference.T).argmax(1) == (ours[:tickets] @ labels_ours.T).argmax(1))
+    # A head fitted on torch's vectors of half the tickets (least squares onto one-hot labels), scored
+    # on the other half from torch's and from int8's vectors.
+    order = np.random.default_rng(0).permutation(tickets)
+    train, held_out = order[: tickets // 2], order[tickets // 2 :]
+    truth = np.array([LABELS.index(row["label"]) for row in TICKETS])
+    weights, *_ = np.linalg.lstsq(reference[train], np.eye(len(LABELS))[truth[train]], rcond=None)
+    accuracy_reference = np.mean((reference[held_out] @ weights).argmax(1) == truth[held_out])
+    accuracy_ours = np.mean((ours[held_out] @ weights).argmax(1) == truth[held_out])
+    more = varied_texts(1000 - len(texts), seed=12)
+    corpus_reference = np.concatenate([reference, torch_model.encode(more, normalize_embeddings=True, batch_size=32)])
+    corpus_ours = np.concatenate([ours, embedder.encode(more, normalize=True)])
+    overlap = np.mean([
+        len(set(np.argsort(-(corpus_reference @ corpus_reference[q]))[1:11])
+            & set(np.argsort(-(corpus_ours @ corpus_ours[q]))[1:11])) / 10
+        for q in range(0, len(corpus_ours), 5)
+    ])  # fmt: skip
+    print(
+        f"\n[openvino int8] cosine min {cosine.min():.4f} p1 {np.percentile(cosine, 1):.4f} "
+        f"median {np.median(cosine):.4f}; zero-shot agreement {agree:.4f}; held-out accuracy "
+        f"{accuracy_reference:.4f} (torch) vs {accuracy_ours:.4f} (int8); top-10 overlap {overlap:.3f}"
+    )
+    assert cosine.min() >= 0.99
+    assert agree >= 0.98
+    assert abs(accuracy_reference - accuracy_ours) <= 0.01
+    assert overlap >= 0.9
+
+
 def test_settings_refuse_what_cannot_work():
     with pytest.raises(ValueError, match="INFERENCE_BACKEND must be one of"):
         Settings.from_env({"INFERENCE_BACKEND": "onnx"})
     with pytest.raises(ValueError, match="INFERENCE_OPENVINO_PRECISION must be one of"):
-        Settings.from_env({"INFERENCE_OPENVINO_PRECISION": "int8"})
+        Settings.from_env({"INFERENCE_OPENVINO_PRECISION": "int4"})
     with pytest.raises(ValueError, match="runs on the CPU only"):
         Settings.from_env({"INFERENCE_BACKEND": "openvino", "INFERENCE_DEVICE": "cuda"})
     assert Settings.from_env({"INFERENCE_MODEL_CACHE": "/srv/models"}).model_cache_dir.as_posix() == "/srv/models"
@@ -201,3 +279,23 @@ def test_a_worker_without_the_export_stops_at_start_naming_the_command(start_wor
     assert "has no OpenVINO export" in log and "inference-tasks export-model --backend openvino" in log
     assert "ready." not in log
     assert os.path.isdir(tmp_path) and not (tmp_path / "empty" / "openvino").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_worker_serves_the_int8_export_and_says_so(start_worker, model_cache, int8_dir):
+    """INFERENCE_OPENVINO_PRECISION=int8: the same lifecycle (read in the main process, compiled per child
+    after the fork, one thread, preloaded); vectors equal a fresh process's int8 vectors; worker_info and
+    the control command (doctor, the exporter) say int8."""
+    worker = start_worker(concurrency=1, backend="openvino", openvino_precision="int8", model_cache=str(model_cache))
+    texts = ["Red running shoes", "My parcel never arrived", "ok"]
+    served = np.array(worker.app.send_task(EMBED_TASK, args=[texts]).get(timeout=RESULT_TIMEOUT_S)["embeddings"])
+    fresh = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
+    assert np.abs(served - fresh).max() <= 1e-6
+    info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
+    assert (info["backend"], info["precision"], info["runtime_threads"]) == ("openvino", "int8", 1)
+    assert info["model_load_mode"] == "preloaded"
+    assert [child["precision"] for child in worker_report(worker.app)["children"]] == ["int8"]
+    zero_shot = worker.app.send_task(CLASSIFY_TASK, args=[["I was charged twice"], ["billing", "shipping"]])
+    assert zero_shot.get(timeout=RESULT_TIMEOUT_S)[0]["label"] == "billing"
+    assert "openvino backend, int8 precision" in worker.log()

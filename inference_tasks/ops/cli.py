@@ -132,11 +132,18 @@ def metrics(address: str, port: int, timeout: float) -> None:
 @click.option(
     "--model", default=None, help="The catalogue alias to export (default: INFERENCE_MODEL, else the default)."
 )
+@click.option(
+    "--precision",
+    type=click.Choice(["f32", "int8"]),
+    default="f32",
+    help="f32: the full-precision IR (INFERENCE_OPENVINO_PRECISION auto/f32); int8: that IR quantized by NNCF "
+    "(INFERENCE_OPENVINO_PRECISION=int8).",
+)
 @click.option("--force", is_flag=True, help="Export again even if a complete export exists.")
-def export_model(backend: str, model: str | None, force: bool) -> None:
+def export_model(backend: str, model: str | None, precision: str, force: bool) -> None:
     """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
     INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
-    from inference_tasks.ops.export import export_openvino
+    from inference_tasks.ops.export import export_openvino, export_openvino_int8
     from inference_tasks.worker.openvino_model import runtime_missing
 
     if problem := runtime_missing():
@@ -145,9 +152,9 @@ def export_model(backend: str, model: str | None, force: bool) -> None:
     if settings.model_backend == "numpy":
         alias = settings.served_model.alias
         raise click.ClickException(f"model {alias!r} runs on its own numpy runtime: there is nothing to export")
-    done = export_openvino(settings, force=force)
+    done = (export_openvino_int8 if precision == "int8" else export_openvino)(settings, force=force)
     verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
-    click.echo(f"{backend}: {verb}: {done.path}")
+    click.echo(f"{backend}{' int8' if precision == 'int8' else ''}: {verb}: {done.path}")
 
 
 def _bulk_options(function: Any) -> Any:

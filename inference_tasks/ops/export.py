@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inference_tasks.worker.openvino_model import FRAMEWORK_WEIGHTS, IR_FILE, MANIFEST_FILE, export_path, is_exported
+from inference_tasks.worker.openvino_model import (
+    FRAMEWORK_WEIGHTS,
+    IR_FILE,
+    MANIFEST_FILE,
+    export_path,
+    int8_export_path,
+    is_exported,
+)
 
 # Token sequences of two lengths, so the traced graph keeps batch and sequence dimensions dynamic.
 EXAMPLE_TEXTS = ["an example", "a second, somewhat longer example text"]
@@ -65,6 +72,95 @@ def export_openvino(settings: Any, force: bool = False) -> Export:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Export(target, True, time.perf_counter() - started)
+
+
+def export_openvino_int8(settings: Any, force: bool = False) -> Export:
+    """The int8 export of the served model: the full-precision export (made first if missing) quantized
+    by NNCF's post-training static quantization, calibrated on the package's calibration corpus.
+
+    Static: every scale is fixed here, so a text's vector never depends on its batch-mates (dynamic
+    int8 rescales per batch). Deterministic: the same corpus in the same order gives the same scales.
+    `force` redoes the quantization only.
+    """
+    from inference_tasks.worker.models import resolve_model_path
+
+    base = export_openvino(settings)
+    model = settings.served_model.source
+    target = int8_export_path(model, resolve_model_path(model), settings.model_cache_dir)
+    if is_exported(target) and not force:
+        return Export(target, False, 0.0)
+    started = time.perf_counter()
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(base.path, staging, ignore=shutil.ignore_patterns("openvino", MANIFEST_FILE))
+    try:
+        calibration = _quantize(base.path, staging / IR_FILE)
+        manifest = {
+            **json.loads((base.path / MANIFEST_FILE).read_text()),
+            "precision": "int8",
+            "quantized_from": str(base.path),
+            "nncf": _nncf_version(),
+            "calibration": calibration,
+            "exported_at": time.time(),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return Export(target, True, time.perf_counter() - started)
+
+
+# Texts per calibration batch: the corpus's texts in its own order, padded per batch as served.
+CALIBRATION_BATCH = 8
+# Kept out of int8: each layer's feed-forward down-projection (the 1536 -> 384 MatMul of
+# all-MiniLM-L6-v2, named `encoder.layer.N.output.dense` by BERT-family models). Quantized, short texts
+# lost the most (min cosine to torch 0.982 over the accuracy gate's varied texts); kept in the runtime's
+# float precision, 0.995 (docs/benchmarks.md, "int8"). A model whose layers are named otherwise is
+# quantized whole (validate=False) and must pass the gate on its own.
+KEPT_IN_FLOAT = (r".*layer\.\d+\.output\.dense.*",)
+
+
+def _quantize(export: Path, ir_file: Path) -> dict[str, Any]:
+    """Quantize the IR at `export` into `ir_file`; what it was calibrated on, for the manifest."""
+    import nncf
+    import openvino
+    from transformers import AutoTokenizer
+
+    from inference_tasks.worker.calibration import corpus_digest, corpus_texts
+    from inference_tasks.worker.openvino_model import pipeline_config
+
+    core = openvino.Core()
+    model = core.read_model(export / IR_FILE)
+    inputs = [port.get_any_name() for port in model.inputs]
+    tokenizer = AutoTokenizer.from_pretrained(str(export), local_files_only=True)
+    max_length = pipeline_config(export)["max_seq_length"] or tokenizer.model_max_length
+    texts = corpus_texts()
+    batches = []
+    for start in range(0, len(texts), CALIBRATION_BATCH):
+        tokens = tokenizer(
+            [text.strip() for text in texts[start : start + CALIBRATION_BATCH]],
+            padding=True, truncation="longest_first", max_length=max_length, return_tensors="np",
+        )  # fmt: skip
+        batches.append({name: tokens[name] for name in inputs})
+    quantized = nncf.quantize(
+        model,
+        nncf.Dataset(batches),
+        model_type=nncf.ModelType.TRANSFORMER,
+        subset_size=len(batches),
+        ignored_scope=nncf.IgnoredScope(patterns=list(KEPT_IN_FLOAT), validate=False),
+    )
+    ir_file.parent.mkdir(parents=True, exist_ok=True)
+    openvino.save_model(quantized, ir_file, compress_to_fp16=False)
+    return {"texts": len(texts), "batches": len(batches), "corpus": corpus_digest(), "kept_in_float": KEPT_IN_FLOAT}
+
+
+def _nncf_version() -> str:
+    import nncf
+
+    return str(nncf.__version__)
 
 
 def _convert(source: Path, ir_file: Path) -> None:

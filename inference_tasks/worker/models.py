@@ -205,11 +205,11 @@ def make_embedder(model: str, device: str, backend: str = "torch", cache: Path |
         return UseEmbedder(device)
     source = resolve_model_path(model)
     if backend == "openvino":
-        from inference_tasks.worker.openvino_model import OpenVinoEmbedder, export_path
+        from inference_tasks.worker.openvino_model import OpenVinoEmbedder, served_export_path
 
         if cache is None:
             raise ValueError("the OpenVINO backend needs the model cache directory (INFERENCE_MODEL_CACHE)")
-        return OpenVinoEmbedder(model, export_path(model, source, cache), precision)
+        return OpenVinoEmbedder(model, served_export_path(model, source, cache, precision), precision)
     return SentenceTransformerEmbedder(model, source, device)
 
 

@@ -71,6 +71,22 @@ def export_path(model: str, source: Path, cache: Path) -> Path:
     return cache / "openvino" / f"{name}-{source_fingerprint(source)}"
 
 
+# INFERENCE_OPENVINO_PRECISION=int8 serves a second export beside the first: the same IR quantized
+# by NNCF (ops/export.py), in the directory of the full-precision export plus this suffix.
+INT8 = "int8"
+INT8_SUFFIX = "-int8"
+
+
+def int8_export_path(model: str, source: Path, cache: Path) -> Path:
+    base = export_path(model, source, cache)
+    return base.with_name(base.name + INT8_SUFFIX)
+
+
+def served_export_path(model: str, source: Path, cache: Path, precision: str) -> Path:
+    """The export a worker with INFERENCE_OPENVINO_PRECISION=`precision` reads."""
+    return int8_export_path(model, source, cache) if precision == INT8 else export_path(model, source, cache)
+
+
 def is_exported(path: Path) -> bool:
     """Complete exports only: the manifest is written last, after the IR."""
     return (path / IR_FILE).is_file() and (path / MANIFEST_FILE).is_file()
@@ -88,7 +104,13 @@ def runtime_missing() -> str | None:
     return None
 
 
-def missing_export_message(model: str, path: Path) -> str:
+def missing_export_message(model: str, path: Path, precision: str = "auto") -> str:
+    if precision == INT8:
+        return (
+            f"INFERENCE_OPENVINO_PRECISION=int8 but {model!r} has no int8 export at {path}: run "
+            "`inference-tasks export-model --backend openvino --precision int8` once (offline, ~30 s) with the "
+            "same INFERENCE_MODEL and INFERENCE_MODEL_CACHE"
+        )
     return (
         f"INFERENCE_BACKEND=openvino but {model!r} has no OpenVINO export at {path}: run "
         "`inference-tasks export-model --backend openvino` once (offline, ~10 s) with the same INFERENCE_MODEL "
@@ -127,7 +149,7 @@ class OpenVinoEmbedder(EmbeddingModel):
 
     def __init__(self, name: str, path: Path, precision: str = "auto") -> None:
         if not is_exported(path):
-            raise MissingExport(missing_export_message(name, path))
+            raise MissingExport(missing_export_message(name, path, precision))
         import openvino
         from transformers import AutoTokenizer
 
@@ -184,7 +206,10 @@ class OpenVinoEmbedder(EmbeddingModel):
         if self.precision_setting == "f32":
             config["INFERENCE_PRECISION_HINT"] = "f32"
         compiled = self._core.compile_model(self._model, "CPU", config)
-        self.precision = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+        # int8: the quantized IR computes its matrix products in int8 (the runtime's choice, bf16 or
+        # f32, elsewhere); reported as int8, what operators asked for and what changes its vectors.
+        hint = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+        self.precision = INT8 if self.precision_setting == INT8 else hint
         self.threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
         self._request = compiled.create_infer_request()
 

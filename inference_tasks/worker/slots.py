@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 # The precision each slot's model computes in (the runtime's own choice for OpenVINO's "auto"),
 # as an index into PRECISIONS; 0 = not yet known.
-PRECISIONS = ("", "f32", "bf16", "f16")
+PRECISIONS = ("", "f32", "bf16", "f16", "int8")
 
 
 class SlotTable:

@@ -56,11 +56,17 @@ def refuse_to_start_without_the_export(settings: Any) -> None:
     started anyway would fail every task. SystemExit passes through Celery's signal dispatch.
     """
     from inference_tasks.worker.models import resolve_model_path
-    from inference_tasks.worker.openvino_model import export_path, is_exported, missing_export_message, runtime_missing
+    from inference_tasks.worker.openvino_model import (
+        is_exported,
+        missing_export_message,
+        runtime_missing,
+        served_export_path,
+    )
 
     source = settings.served_model.source
-    path = export_path(source, resolve_model_path(source), settings.model_cache_dir)
-    message = runtime_missing() or (None if is_exported(path) else missing_export_message(source, path))
+    precision = settings.openvino_precision
+    path = served_export_path(source, resolve_model_path(source), settings.model_cache_dir, precision)
+    message = runtime_missing() or (None if is_exported(path) else missing_export_message(source, path, precision))
     if message:
         logger.critical(message)
         raise RefusedToStart(message)

@@ -1,0 +1,121 @@
+"""OpenVINO int8 (the NNCF export) next to torch, OpenVINO f32 and OpenVINO's own choice (bf16 where the
+CPU has it), in process, one thread, alternated, median of the rounds: 64-text batches of tickets,
+single sentences, and the mixed workload (64-text batches, 10 % texts of 200+ words); plus each
+runtime's min cosine to torch on the tickets.
+
+Exports (full precision, then int8) into a temporary model cache first; nothing is downloaded.
+
+    .venv/bin/python -m benchmarks.int8 [--rounds 3] [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+
+from benchmarks.harness.alternation import alternated
+from benchmarks.harness.report import cpu_name
+from benchmarks.harness.runner import per_call_us
+from benchmarks.harness.workload import make_batches, ticket_texts
+from benchmarks.token_batches import mixed_batches
+
+# (name, runtime, export, INFERENCE_OPENVINO_PRECISION)
+RUNTIMES = [
+    ("torch", "torch", None, None),
+    ("openvino f32", "openvino", "f32", "f32"),
+    ("openvino auto", "openvino", "f32", "auto"),
+    ("openvino int8", "openvino", "int8", "int8"),
+    ("int8, f32 elsewhere", "openvino", "int8", "f32"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0, help="per measurement")
+    parser.add_argument("--profile", action="store_true", help="also print where int8's time goes, per op type")
+    options = parser.parse_args()
+    from inference_tasks.worker import threads
+
+    threads.set_thread_env(os.environ, 1)
+    threads.set_offline_env(os.environ)
+    from inference_tasks.config import Settings
+    from inference_tasks.ops.export import export_openvino, export_openvino_int8
+    from inference_tasks.worker.models import make_embedder
+    from inference_tasks.worker.openvino_model import OpenVinoEmbedder
+
+    cache = tempfile.mkdtemp(prefix="int8-bench-")
+    settings = Settings(model_cache=cache)
+    paths = {"f32": export_openvino(settings).path, "int8": export_openvino_int8(settings).path}
+    embedders = {}
+    for name, runtime, export, precision in RUNTIMES:
+        if runtime == "torch":
+            embedder = make_embedder("all-MiniLM-L6-v2", "cpu")
+        else:
+            embedder = OpenVinoEmbedder("all-MiniLM-L6-v2", paths[export], precision)
+            embedder.compile(1)
+        embedder.max_pass_tokens = 2048
+        embedders[name] = embedder
+    threads.limit_loaded_pools(1)
+    workloads = {
+        "64 tickets": make_batches(4, 64, seed=21),
+        "single": make_batches(4, 1, seed=22),
+        "mixed 64": mixed_batches(4, seed=23),
+    }
+    tickets = ticket_texts()
+    reference = embedders["torch"].encode(tickets, normalize=True)
+    cosine = {
+        name: float((e.encode(tickets, normalize=True) * reference).sum(axis=1).min()) for name, e in embedders.items()
+    }
+    rates: dict[tuple[str, str], list[float]] = {}
+    configs = [(name, workload) for name in embedders for workload in workloads]
+    for round_index, (name, workload) in alternated(configs, options.rounds):
+        batch = workloads[workload][round_index % 4]
+        call_us = per_call_us(lambda e=embedders[name], b=batch: e.encode(b, normalize=True), options.seconds)
+        rates.setdefault((name, workload), []).append(len(batch) / (call_us / 1e6))
+    print(f"CPU: {cpu_name()}; all-MiniLM-L6-v2, one thread; texts/s (median of {options.rounds} rounds)")
+    print(f"{'runtime':<22} {'precision':<9} {'min cos':>8} " + " ".join(f"{w:>10}" for w in workloads))
+    for name, embedder in embedders.items():
+        cells = " ".join(f"{statistics.median(rates[(name, w)]):>10.0f}" for w in workloads)
+        print(f"{name:<22} {embedder.precision or '?':<9} {cosine[name]:>8.4f} {cells}")
+    auto = {w: statistics.median(rates[("openvino auto", w)]) for w in workloads}
+    for name in ("openvino int8", "int8, f32 elsewhere"):
+        ratios = ", ".join(f"{w} {statistics.median(rates[(name, w)]) / auto[w]:.2f}x" for w in workloads)
+        print(f"{name} / openvino auto: {ratios}")
+    if options.profile:
+        for name in ("openvino auto", "openvino int8"):
+            profile(paths["int8" if "int8" in name else "f32"], embedders[name], workloads["64 tickets"][0])
+    f32 = {w: statistics.median(rates[("openvino f32", w)]) for w in workloads}
+    ratios = ", ".join(f"{w} {statistics.median(rates[('int8, f32 elsewhere', w)]) / f32[w]:.2f}x" for w in workloads)
+    print(f"int8, f32 elsewhere / openvino f32 (a CPU without bf16): {ratios}")
+
+
+def profile(path: object, embedder: object, batch: list[str]) -> None:
+    """OpenVINO's performance counters for one 64-text batch: time per op type and kernel, top 8."""
+    import openvino
+
+    from inference_tasks.worker.openvino_model import IR_FILE
+
+    core = openvino.Core()
+    config = {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1, "PERF_COUNT": True}
+    if getattr(embedder, "precision", None) == "f32":
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    request = core.compile_model(core.read_model(path / IR_FILE), "CPU", config).create_infer_request()  # type: ignore[operator]
+    tokens = embedder._tokenizer(batch, padding=True, truncation=True, max_length=256, return_tensors="np")  # type: ignore[attr-defined]
+    feed = {port.get_any_name(): tokens[port.get_any_name()] for port in request.model_inputs}
+    totals: dict[tuple[str, str], float] = {}
+    for _ in range(3):
+        request.infer(feed)
+        for info in request.profiling_info:
+            key = (info.node_type, info.exec_type)
+            totals[key] = totals.get(key, 0.0) + info.real_time.total_seconds() * 1000 / 3
+    whole = sum(totals.values())
+    print(f"{getattr(embedder, 'precision', '?')}: {whole:.1f} ms per 64-text batch; by op type and kernel:")
+    for (node, kernel), ms in sorted(totals.items(), key=lambda item: -item[1])[:8]:
+        print(f"  {node:<16} {kernel:<32} {ms:7.1f} ms {ms / whole:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
