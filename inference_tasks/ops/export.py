@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,21 +51,32 @@ def export_openvino(settings: Any, force: bool = False) -> Export:
     if is_exported(target) and not force:
         return Export(target, False, 0.0)
     set_offline_env(os.environ)  # nothing is downloaded: the model and its tokenizer are local
-    started = time.perf_counter()
-    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging, ignore=shutil.ignore_patterns(*FRAMEWORK_WEIGHTS))
-    try:
+
+    def convert(staging: Path) -> dict[str, Any]:
         _convert(source, staging / IR_FILE)
-        manifest = {
+        return {
             "model": model,
             "alias": settings.served_model.alias,
             "source": str(source),
             "backend": "openvino",
             "openvino": _openvino_version(),
-            "exported_at": time.time(),
-            "seconds": round(time.perf_counter() - started, 2),
         }
+
+    return _write_export(target, source, shutil.ignore_patterns(*FRAMEWORK_WEIGHTS), convert)
+
+
+def _write_export(
+    target: Path, copy_from: Path, ignore: Callable[..., Any], make: Callable[[Path], dict[str, Any]]
+) -> Export:  # fmt: skip
+    """Build an export in a staging directory beside `target` (copy_from's files, then `make` writes the
+    IR and returns the manifest), then rename it into place: a crash never leaves half an export."""
+    started = time.perf_counter()
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(copy_from, staging, ignore=ignore)
+    try:
+        manifest = make(staging)
+        manifest |= {"exported_at": time.time(), "seconds": round(time.perf_counter() - started, 2)}
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         if target.exists():
             shutil.rmtree(target)
@@ -89,28 +101,18 @@ def export_openvino_int8(settings: Any, force: bool = False) -> Export:
     target = int8_export_path(model, resolve_model_path(model), settings.model_cache_dir)
     if is_exported(target) and not force:
         return Export(target, False, 0.0)
-    started = time.perf_counter()
-    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(base.path, staging, ignore=shutil.ignore_patterns("openvino", MANIFEST_FILE))
-    try:
+
+    def quantize(staging: Path) -> dict[str, Any]:
         calibration = _quantize(base.path, staging / IR_FILE)
-        manifest = {
+        return {
             **json.loads((base.path / MANIFEST_FILE).read_text()),
             "precision": "int8",
             "quantized_from": str(base.path),
             "nncf": _nncf_version(),
             "calibration": calibration,
-            "exported_at": time.time(),
-            "seconds": round(time.perf_counter() - started, 2),
         }
-        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return Export(target, True, time.perf_counter() - started)
+
+    return _write_export(target, base.path, shutil.ignore_patterns("openvino", MANIFEST_FILE), quantize)
 
 
 # Texts per calibration batch: the corpus's texts in its own order, padded per batch as served.

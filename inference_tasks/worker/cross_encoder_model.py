@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from inference_tasks.catalogue import CROSS_ENCODER_KIND
 from inference_tasks.worker import tokens
+from inference_tasks.worker.torch_placement import place_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,10 +87,5 @@ class CrossEncoderScorer:
         """Nothing: torch's pools are pinned for the whole process (threads.py)."""
 
     def place(self, device: str, dtype: str = "float32") -> None:
-        import torch
-
-        self._model.to(device)
-        if device.startswith("cuda") and dtype != "float32":
-            self._model.to(getattr(torch, dtype))
-            self.precision = {"float16": "f16", "bfloat16": "bf16"}.get(dtype, dtype)
+        self.precision = place_module(self._model, device, dtype) or self.precision
         self.device = device

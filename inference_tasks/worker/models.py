@@ -16,6 +16,7 @@ from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.worker import tokens
 from inference_tasks.worker.embedding_model import EmbeddingModel
 from inference_tasks.worker.passes import encode_in_passes
+from inference_tasks.worker.torch_placement import place_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -183,12 +184,7 @@ class SentenceTransformerEmbedder(EmbeddingModel):
 
     def place(self, device: str, dtype: str = "float32") -> None:
         """Move the weights to `device` (a child moving the main process's CPU copy to its GPU)."""
-        import torch
-
-        self._model.to(device)
-        if device.startswith("cuda") and dtype != "float32":
-            self._model.to(getattr(torch, dtype))
-            self.precision = {"float16": "f16", "bfloat16": "bf16"}.get(dtype, dtype)
+        self.precision = place_module(self._model, device, dtype) or self.precision
         self.device = device
 
 
