@@ -52,6 +52,11 @@ def resolve_prompt(task: str, entry: ModelEntry, prompt_name: Any, prompt: Any) 
                 f"{task}: prompt_name must be one of the prompts of model {entry.alias!r}: {known}; got {prompt_name!r}"
             )
         return entry.prompts[prompt_name]
+    return default_prompt(entry)
+
+
+def default_prompt(entry: ModelEntry) -> str:
+    """The entry's default prompt, or "" when it has none."""
     return entry.prompts.get(entry.default_prompt, "") if entry.default_prompt else ""
 
 
@@ -60,7 +65,7 @@ def named_prompt(entry: ModelEntry, names: tuple[str, ...]) -> str:
     for name in names:
         if name in entry.prompts:
             return entry.prompts[name]
-    return entry.prompts.get(entry.default_prompt, "") if entry.default_prompt else ""
+    return default_prompt(entry)
 
 
 def query_prompt(entry: ModelEntry) -> str:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 BUCKETED_ENCODINGS = ("int8", "uint8")
-BIT_ENCODINGS = ("binary", "ubinary")
 
 
 def shaped(vectors: np.ndarray, dimensions: int | None, normalize: bool) -> np.ndarray:
