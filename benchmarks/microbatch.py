@@ -12,7 +12,12 @@ on the same seeded one-sentence tasks:
 - closed loop: 10 producers each wait for their task's result before sending the next;
 - low load: one producer, one task at a time (the latency a lone task pays for the wait).
 
+With `--mixed` the two workers both micro-batch and differ in INFERENCE_MICROBATCH_MAX_TOKENS
+(the default, passes bounded by padded tokens, versus 0 = bounded by texts only, the batcher before
+issue 30), and the tasks' texts are the mixed workload: 90 % one-line tickets, 10 % texts of 200+ words.
+
     .venv/bin/python -m benchmarks.microbatch            # the documented run, ~3 minutes here
+    .venv/bin/python -m benchmarks.microbatch --mixed    # token-bounded vs texts-only passes
     .venv/bin/python -m benchmarks.microbatch --quick    # a smoke run of every code path
 """
 
@@ -37,13 +42,23 @@ from benchmarks.harness.report import write_report
 from benchmarks.harness.runner import cpu_seconds, run_threads
 from benchmarks.harness.stats import latency_summary
 from benchmarks.harness.workload import REPO_ROOT, make_batches
+from benchmarks.token_batches import mixed_batches
 from inference_tasks.cores import available_cores
-from inference_tasks.defaults import DEFAULT_MICROBATCH_MAX_TEXTS, DEFAULT_MICROBATCH_WAIT_MS
+from inference_tasks.defaults import (
+    DEFAULT_MICROBATCH_MAX_TEXTS,
+    DEFAULT_MICROBATCH_MAX_TOKENS,
+    DEFAULT_MICROBATCH_WAIT_MS,
+)
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from tests.support import localstack
 
 RESULT_TIMEOUT_S = 600
-CONFIGS = {"batched": DEFAULT_MICROBATCH_MAX_TEXTS, "unbatched": 0}
+# Each configuration's INFERENCE_* settings; the last one is the baseline the ratios divide by.
+CONFIGS = {"batched": {"microbatch_max_texts": DEFAULT_MICROBATCH_MAX_TEXTS}, "unbatched": {"microbatch_max_texts": 0}}
+MIXED_CONFIGS = {
+    "tokens": {"microbatch_max_tokens": DEFAULT_MICROBATCH_MAX_TOKENS},
+    "texts": {"microbatch_max_tokens": 0},
+}
 
 
 def closed_loop(worker: localstack.WorkerProcess, texts: list[str], producers: int) -> dict:
@@ -128,24 +143,30 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="smoke size")
+    parser.add_argument("--mixed", action="store_true", help="token-bounded vs texts-only passes, mixed texts")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "microbatch.json")
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.closed_tasks, args.lone_tasks, args.producers, args.rounds = 40, 20, 4, 3, 1
+    args.configs = MIXED_CONFIGS if args.mixed else CONFIGS
     return args
 
 
-def one_texts(count: int, seed: int) -> list[str]:
+def one_texts(count: int, seed: int, mixed: bool = False) -> list[str]:
+    if mixed:
+        return [text for batch in mixed_batches(-(-count // 64), seed) for text in batch][:count]
     return [text for [text] in make_batches(count, 1, seed)]
 
 
-def start_workers(server: Any, work: Path, cores: int, seed: int) -> dict[str, localstack.WorkerProcess]:
+def start_workers(
+    server: Any, work: Path, cores: int, seed: int, configs: dict[str, dict]
+) -> dict[str, localstack.WorkerProcess]:  # fmt: skip
     """One worker per configuration on its own database, started together, then warmed up."""
     workers: dict[str, localstack.WorkerProcess] = {}
-    for index, (name, max_texts) in enumerate(CONFIGS.items(), start=1):
+    for index, (name, settings) in enumerate(configs.items(), start=1):
         workers[name] = localstack.start_worker(
             name, server.url(index), work, os.environ, wait_ready=False,
-            concurrency=cores, microbatch_max_texts=max_texts, max_tasks_per_child=0,
+            concurrency=cores, max_tasks_per_child=0, **settings,
         )  # fmt: skip
     for worker in workers.values():
         worker.wait_ready()
@@ -156,13 +177,14 @@ def start_workers(server: Any, work: Path, cores: int, seed: int) -> dict[str, l
 def run_rounds(workers: dict[str, localstack.WorkerProcess], args: argparse.Namespace) -> dict[tuple[str, str], list]:
     """Every scenario on every worker, the workers alternated round by round."""
     parts: dict[tuple[str, str], list[dict]] = {}
+    texts = partial(one_texts, mixed=args.mixed)
     for round_index, name in alternated(list(workers), args.rounds):
         seed = args.seed + 100 * round_index
         worker = workers[name]
         for scenario, run in (
-            ("burst", partial(one_text_burst, worker, one_texts(args.tasks, seed), args.producers)),
-            ("closed-loop", partial(closed_loop, worker, one_texts(args.closed_tasks, seed + 1), args.producers)),
-            ("low-load", partial(closed_loop, worker, one_texts(args.lone_tasks, seed + 2), 1)),
+            ("burst", partial(one_text_burst, worker, texts(args.tasks, seed), args.producers)),
+            ("closed-loop", partial(closed_loop, worker, texts(args.closed_tasks, seed + 1), args.producers)),
+            ("low-load", partial(closed_loop, worker, texts(args.lone_tasks, seed + 2), 1)),
         ):
             part = measured(worker, run)
             parts.setdefault((name, scenario), []).append(part)
@@ -172,18 +194,23 @@ def run_rounds(workers: dict[str, localstack.WorkerProcess], args: argparse.Name
 
 
 def print_results(rows: list[dict], sizes: dict[str, dict], args: argparse.Namespace, cores: int) -> None:
-    print(f"\nOne-text embed tasks, {args.producers} producers, {cores} children, {args.rounds} rounds")
-    print("scenario     config       tasks/s  mean ms   p50 ms   p95 ms  x thrpt  x p95  worker CPU ms/task (main)")
+    base = list(args.configs)[-1]
+    texts = "mixed texts (10 % of 200+ words)" if args.mixed else "tickets"
+    print(f"\nOne-text embed tasks of {texts}, {args.producers} producers, {cores} children, {args.rounds} rounds")
+    print(
+        "scenario     config       tasks/s  mean ms   p50 ms   p95 ms  x thrpt  x p95"
+        f"  (x: vs {base})  worker CPU ms/task (main)"
+    )
     for scenario in ("burst", "closed-loop", "low-load"):
         for row in (r for r in rows if r["scenario"] == scenario):
             print(
                 f"{scenario:<12} {row['config']:<10} {row['tasks_per_s']:9.1f} {row['latency_mean_s'] * 1000:8.0f} "
                 f"{row['latency_p50_s'] * 1000:8.0f} {row['latency_p95_s'] * 1000:8.0f} "
-                f"{row['throughput_vs_unbatched']:8.2f} {row['p95_vs_unbatched']:6.2f}"
+                f"{row['throughput_vs_base']:8.2f} {row['p95_vs_base']:6.2f}"
                 f"  {row['worker_cpu_ms_per_task']:8.1f} ({row['main_cpu_ms_per_task']:.1f})"
                 + (f"  ERRORS {row['errors']}" if row["errors"] else "")
             )
-    batched = sizes.get("batched", {})
+    batched = sizes.get(next(iter(args.configs)), {})
     print(
         f"\nbatched worker: {batched.get('batches_run')} batch jobs, {batched.get('batched_tasks')} tasks in them, "
         f"mean {batched.get('mean_batch') or 0:.1f}, largest {batched.get('largest_batch')} "
@@ -200,7 +227,7 @@ def main() -> None:
     server = localstack.start_redis(work / "redis")
     workers: dict[str, localstack.WorkerProcess] = {}
     try:
-        workers = start_workers(server, work, cores, args.seed)
+        workers = start_workers(server, work, cores, args.seed, args.configs)
         print(f"{len(workers)} workers up and warm in {time.perf_counter() - started:.0f} s on {cores} cores")
         parts = run_rounds(workers, args)
         sizes = {name: batch_sizes(worker, cores) for name, worker in workers.items()}
@@ -211,15 +238,16 @@ def main() -> None:
         server.process.wait(timeout=10)
     rows = [summary(name, scenario, runs) for (name, scenario), runs in parts.items()]
     for row in rows:
-        base = next(r for r in rows if r["config"] == "unbatched" and r["scenario"] == row["scenario"])
-        row["throughput_vs_unbatched"] = row["tasks_per_s"] / base["tasks_per_s"]
-        row["p95_vs_unbatched"] = row["latency_p95_s"] / base["latency_p95_s"]
+        base = next(r for r in rows if r["config"] == list(args.configs)[-1] and r["scenario"] == row["scenario"])
+        row["throughput_vs_base"] = row["tasks_per_s"] / base["tasks_per_s"]
+        row["p95_vs_base"] = row["latency_p95_s"] / base["latency_p95_s"]
     print_results(rows, sizes, args, cores)
     total_s = time.perf_counter() - started
     print(f"total {total_s:.0f} s")
     write_report(args.out, "microbatch", {
-        "cores": cores, "producers": args.producers, "rounds": args.rounds,
-        "microbatch_max_texts": DEFAULT_MICROBATCH_MAX_TEXTS, "microbatch_wait_ms": DEFAULT_MICROBATCH_WAIT_MS,
+        "cores": cores, "producers": args.producers, "rounds": args.rounds, "mixed": args.mixed,
+        "configs": args.configs, "microbatch_max_texts": DEFAULT_MICROBATCH_MAX_TEXTS,
+        "microbatch_wait_ms": DEFAULT_MICROBATCH_WAIT_MS,
         "total_s": total_s, "results": rows, "batch_sizes": sizes,
     })  # fmt: skip
     if any(row["errors"] for row in rows):

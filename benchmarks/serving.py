@@ -11,8 +11,10 @@ drift of this shared machine hits all alike, on the same seeded 64-sentence batc
 - celery-adaptive: the same with INFERENCE_ADAPTIVE_THREADS=true (idle siblings' cores lent);
 - ceiling: cores x 1-thread processes calling encode directly, no transport at all;
 - celery-openvino / ceiling-openvino: the same two with INFERENCE_BACKEND=openvino (the model
-  exported once at the start), compared with torch in their own alternated section, plus one-text
-  tasks micro-batched by the OpenVINO worker, per-child memory and fork-to-ready times.
+  exported once at the start), and celery-int8 / ceiling-int8 serving its int8 export
+  (INFERENCE_OPENVINO_PRECISION=int8), compared with torch in their own alternated section (64-text
+  batches, the mixed workload, single sentences), plus one-text tasks micro-batched by the OpenVINO
+  worker, per-child memory and fork-to-ready times.
 
 Closed-loop producers (each waits for its answer, then sends the next) at each level; then the
 oversubscription runs (per-request native threads forced to what default threading gives on
@@ -20,7 +22,7 @@ bigger hosts) and single-producer latency. Prints tables and the ratios; writes 
 
     .venv/bin/python -m benchmarks.serving                 # the documented run, ~8 minutes here
     .venv/bin/python -m benchmarks.serving --quick         # a smoke run of every code path
-    .venv/bin/python -m benchmarks.serving --runtimes-only # torch vs OpenVINO only (~3 minutes)
+    .venv/bin/python -m benchmarks.serving --runtimes-only # torch vs OpenVINO auto vs int8 only (~6 minutes)
     .venv/bin/python -m benchmarks.serving --runtimes-only --worker-cpus 1
 
 `--worker-cpus` confines what serves (Celery workers, main process and children; the ceiling's
@@ -54,7 +56,7 @@ from benchmarks.harness.targets import PEER_VENV, CeilingTarget, CeleryTarget, H
 from benchmarks.harness.workload import REPO_ROOT, make_batches
 from inference_tasks.config import Settings
 from inference_tasks.cores import available_cores
-from inference_tasks.ops.export import export_openvino
+from inference_tasks.ops.export import export_openvino, export_openvino_int8
 from tests.support import localstack
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "serving.json"
@@ -73,7 +75,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--low-load-requests", type=int, default=6, help="sequential requests, one producer")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="smoke size: every path, a few tiny requests")
-    parser.add_argument("--runtimes-only", action="store_true", help="only the torch vs OpenVINO section")
+    parser.add_argument("--runtimes-only", action="store_true", help="only the torch vs OpenVINO (auto, int8) section")
     parser.add_argument("--runtime-rounds", type=int, default=3, help="alternated rounds of the runtime section")
     parser.add_argument(
         "--runtime-requests", type=int, default=64, help="requests per run in the runtime section (~4 s each)"
@@ -118,14 +120,22 @@ def start_targets(
     targets: dict[str, Target] = {}
     cache = work / "models"
     export = export_openvino(Settings(model_cache=str(cache)))
-    print(f"OpenVINO export in {export.seconds:.1f} s", flush=True)
+    int8 = export_openvino_int8(Settings(model_cache=str(cache)))
+    print(f"OpenVINO export in {export.seconds:.1f} s, int8 in {int8.seconds:.1f} s", flush=True)
     targets["celery"] = place(CeleryTarget, "celery", server.url(next(databases)), work, cores, True)
     targets["celery-openvino"] = place(
         CeleryTarget, "celery-openvino", server.url(next(databases)), work, cores, True,
         backend="openvino", model_cache=cache,
     )  # fmt: skip
+    targets["celery-int8"] = place(
+        CeleryTarget, "celery-int8", server.url(next(databases)), work, cores, True,
+        backend="openvino", model_cache=cache, openvino_precision="int8",
+    )  # fmt: skip
     targets["ceiling"] = CeilingTarget("ceiling", cores, cpus=worker_cpus)
     targets["ceiling-openvino"] = CeilingTarget("ceiling-openvino", cores, "openvino", cache, cpus=worker_cpus)
+    targets["ceiling-int8"] = CeilingTarget(
+        "ceiling-int8", cores, "openvino", cache, cpus=worker_cpus, precision="int8"
+    )
     if (PEER_VENV / "bin" / "infinity_emb").exists():
         targets["infinity"] = place(InfinityTarget, "infinity", PEER_VENV, work)
     else:

@@ -121,13 +121,15 @@ def test_serving_harness_runs_every_configuration(tmp_path):
     runtimes = report["runtimes"]
     configs = {row["config"] for row in runtimes["rows"]}
     # Infinity joins where its venv exists (benchmarks/peers/setup_infinity.sh), not on CI.
-    assert configs - {"infinity"} == {"celery", "celery-openvino", "ceiling", "ceiling-openvino"}
-    assert {row["config"] for row in runtimes["single_sentences"]} == {"celery", "celery-openvino"} | (
-        configs & {"infinity"}
-    )
-    assert all(row["sentences_per_s"] > 0 for row in runtimes["rows"])
+    served = {"celery", "celery-openvino", "celery-int8"}
+    assert configs - {"infinity"} == served | {"ceiling", "ceiling-openvino", "ceiling-int8"}
+    assert {row["config"] for row in runtimes["mixed"]} == configs - {"infinity"}
+    assert {row["config"] for row in runtimes["single_sentences"]} == served | (configs & {"infinity"})
+    assert all(row["sentences_per_s"] > 0 for row in [*runtimes["rows"], *runtimes["mixed"]])
     assert runtimes["one_text"]["tasks"] == 16 and runtimes["one_text"]["errors"] == 0
     assert runtimes["children"]["celery-openvino"]["precision"] in (["bf16"], ["f32"])
+    assert runtimes["children"]["celery-int8"]["precision"] == ["int8"]
+    assert "int8_vs_openvino_celery_single" in runtimes["figures"]
     assert len(runtimes["children"]["celery-openvino"]["ready_s"]) >= 2
     assert "openvino_vs_torch_celery" in report["summary"]["figures"]
     assert len(runtimes["figures"]["openvino_celery_vs_ceiling_per_round"]) == 1  # --quick: one round
@@ -174,6 +176,18 @@ def test_microbatch_harness_compares_batched_and_unbatched(tmp_path):
     assert all(row["errors"] == 0 and row["tasks_per_s"] > 0 for row in rows.values())
     assert report["batch_sizes"]["batched"]["batches_run"] > 0
     assert report["batch_sizes"]["unbatched"]["batches_run"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_microbatch_harness_compares_token_bounded_and_texts_only_passes(tmp_path):
+    """--mixed: both workers micro-batch mixed-length texts; only the max-tokens setting differs."""
+    report = _run("microbatch", tmp_path / "microbatch.json", "--mixed")
+    assert report["configs"] == {"tokens": {"microbatch_max_tokens": 2048}, "texts": {"microbatch_max_tokens": 0}}
+    rows = {(row["config"], row["scenario"]): row for row in report["results"]}
+    assert set(rows) == {(c, s) for c in ("tokens", "texts") for s in ("burst", "closed-loop", "low-load")}
+    assert all(row["errors"] == 0 and row["tasks_per_s"] > 0 for row in rows.values())
+    assert report["batch_sizes"]["tokens"]["batches_run"] > 0 and report["batch_sizes"]["texts"]["batches_run"] > 0
 
 
 @pytest.mark.slow

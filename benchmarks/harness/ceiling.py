@@ -18,6 +18,7 @@ def start(
     backend: str = "torch",
     cache: str | None = None,
     cpus: frozenset[int] | None = None,
+    precision: str = "auto",
 ) -> None:
     """Pool initializer: confine to `cpus` if given, pin every native pool, then load (compile, for
     OpenVINO) and warm up the model."""
@@ -30,11 +31,14 @@ def start(
     threads.set_offline_env(os.environ)
     import torch  # noqa: F401
 
+    from inference_tasks.defaults import DEFAULT_MICROBATCH_MAX_TOKENS
     from inference_tasks.worker.models import ModelHolder
 
     threads.limit_loaded_pools(pinned_threads)
     holder = ModelHolder()
-    holder.load(model_name, "cpu", backend=backend, cache=Path(cache) if cache else None)
+    holder.load(model_name, "cpu", backend=backend, cache=Path(cache) if cache else None, precision=precision)
+    if holder.embedder is not None:  # passes bounded by tokens, as a worker's children run them
+        holder.embedder.max_pass_tokens = DEFAULT_MICROBATCH_MAX_TOKENS
     if backend == "openvino" and holder.embedder is not None:
         holder.embedder.compile(pinned_threads)  # type: ignore[attr-defined]
     holder.warm_up()

@@ -189,7 +189,8 @@ class CeleryTarget(Target):
 
 
 class CeilingTarget(Target):
-    """`cores` spawned processes x 1 thread, each calling encode on whole batches (harness/ceiling.py)."""
+    """`cores` spawned processes x 1 thread, each calling encode on whole batches (harness/ceiling.py);
+    `precision` as INFERENCE_OPENVINO_PRECISION for the OpenVINO backend."""
 
     def __init__(
         self,
@@ -198,6 +199,7 @@ class CeilingTarget(Target):
         backend: str = "torch",
         cache: Path | None = None,
         cpus: frozenset[int] | None = None,
+        precision: str = "auto",
     ) -> None:
         self.name = name
         self.cores = cores
@@ -205,7 +207,7 @@ class CeilingTarget(Target):
             max_workers=cores,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=ceiling.start,
-            initargs=(DEFAULT_MODEL, 1, backend, str(cache) if cache else None, cpus),
+            initargs=(DEFAULT_MODEL, 1, backend, str(cache) if cache else None, cpus, precision),
         )
         self._pids: list[int] = []
 
