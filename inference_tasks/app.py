@@ -141,6 +141,7 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
         "max_redeliveries": settings.max_redeliveries,
         "dead_letter_max": settings.dead_letter_max,
         "dead_letter_ttl": settings.dead_letter_ttl_s,
+        "durable_claim_ttl": settings.durable_claim_ttl_s,
         # One Redis list per priority 0-9 with readable names ("inference:3"), so
         # producers in other languages can push to a priority without kombu's "\x06\x16".
         "priority_steps": PRIORITY_STEPS,

@@ -97,6 +97,7 @@ class Settings:
     max_redeliveries: int = defaults.DEFAULT_MAX_REDELIVERIES
     dead_letter_max: int = defaults.DEFAULT_DEAD_LETTER_MAX
     dead_letter_ttl_s: int = defaults.DEFAULT_DEAD_LETTER_TTL_S
+    durable_claim_ttl_s: int = defaults.DEFAULT_DURABLE_CLAIM_TTL_S
     max_train_texts: int = defaults.DEFAULT_MAX_TRAIN_TEXTS
     min_examples_per_label: int = defaults.DEFAULT_MIN_EXAMPLES_PER_LABEL
     max_corpus_texts: int = defaults.DEFAULT_MAX_CORPUS_TEXTS

@@ -86,6 +86,7 @@ _POSITIVE_FIELDS = (
     "max_eta_s",
     "dead_letter_max",
     "dead_letter_ttl_s",
+    "durable_claim_ttl_s",
     "max_train_texts",
     "max_corpus_texts",
     "corpus_expires_s",

@@ -96,6 +96,14 @@ DEFAULT_MAX_ETA_S = 3_600
 # A task redelivered more often than this (its child died each time: a segfault, an OOM kill)
 # is failed and dead-lettered instead of killing children forever.
 DEFAULT_MAX_REDELIVERIES = 3
+# Durable enqueue (producer.send(durable=True), the Ruby client's durable: true): replicas that must
+# acknowledge a push, and how long to wait for them before raising NotReplicated. A replica on the
+# same network acknowledges within a millisecond or two (docs/reliability.md, measured).
+DEFAULT_DURABLE_REPLICAS = 1
+DEFAULT_DURABLE_TIMEOUT_S = 1.0
+# How long a worker remembers the first message it took for a durable task id, to drop a second
+# message with that id (a producer's retry); one small key per durable task for this long.
+DEFAULT_DURABLE_CLAIM_TTL_S = 3_600
 DEFAULT_DEAD_LETTER_MAX = 1000
 DEFAULT_DEAD_LETTER_TTL_S = 7 * 86_400
 # Training and bulk jobs (queue "training"): texts per training call, the fewest examples a

@@ -17,13 +17,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import redis
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
 from inference_tasks.catalogue import model_queue
 from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.durable import DURABLE_HEADER, check_durable_options, confirm_replicated
 from inference_tasks.clients.queue_state import queue_depth
 from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.defaults import DEFAULT_DURABLE_REPLICAS, DEFAULT_DURABLE_TIMEOUT_S
 from inference_tasks.routing import INFERENCE_QUEUE, MODEL_TASKS, TASK_ROUTES
 
 # While waiting for room in a queue (wait_for_room), the first and longest pause between checks.
@@ -56,6 +59,21 @@ class RedisFull(ProducerError):
         )
 
 
+class NotReplicated(ProducerError):
+    """A durable push was not acknowledged by enough replicas in time. The task may or may not
+    exist: the primary took the push, and may still replicate it or lose it in a failover. Sending
+    again with the same task_id is safe: a worker runs the first message with that id only."""
+
+    def __init__(self, task_id: str, acknowledged: int, replicas: int, timeout_s: float, cause: str = "") -> None:
+        self.task_id, self.acknowledged, self.replicas = task_id, acknowledged, replicas
+        why = cause or f"{acknowledged} of {replicas} replicas acknowledged it within {timeout_s:g} s"
+        super().__init__(
+            f"task {task_id} was pushed but not confirmed durable ({why}): it may or may not exist; "
+            f"send it again with task_id={task_id!r} (safe: a worker runs one message per durable task id), "
+            "and check the replicas (docs/reliability.md)"
+        )
+
+
 def queue_for(task_name: str, options: dict[str, Any]) -> str:
     """The queue a task goes to: the caller's choice, else its route."""
     return options.get("queue") or TASK_ROUTES.get(task_name, {}).get("queue", INFERENCE_QUEUE)
@@ -69,6 +87,9 @@ def send(
     *,
     max_queue_depth: int | None = None,
     model: str | None = None,
+    durable: bool = False,
+    durable_replicas: int = DEFAULT_DURABLE_REPLICAS,
+    durable_timeout: float = DEFAULT_DURABLE_TIMEOUT_S,
     **options: Any,
 ) -> AsyncResult:
     """app.send_task, refused with QueueFull when the queue is already at max_queue_depth.
@@ -76,7 +97,13 @@ def send(
     `model` (a catalogue alias) sends the task to that model's queue, `inference.<alias>` (the
     trainer's tasks: `training.<alias>`), and names the model in its arguments, so no other model can
     answer it; no catalogue is needed to route.
+
+    `durable=True` returns only once `durable_replicas` replicas hold the push (Redis WAIT, at most
+    `durable_timeout` seconds), else raises NotReplicated: a primary that dies right after a push
+    can lose it otherwise. Costs one round trip plus the replicas' acknowledgement.
     """
+    if durable:
+        check_durable_options(durable_replicas, durable_timeout)
     if model is not None:
         if task_name not in MODEL_TASKS:
             raise ValueError(f"model= applies to {', '.join(MODEL_TASKS)}, not {task_name}")
@@ -88,11 +115,29 @@ def send(
         if depth >= max_queue_depth:
             raise QueueFull(queue, depth, max_queue_depth)
     try:
-        return app.send_task(task_name, args=args, kwargs=kwargs, **options)
+        if not durable:
+            return app.send_task(task_name, args=args, kwargs=kwargs, **options)
+        options["headers"] = {**(options.get("headers") or {}), DURABLE_HEADER: True}
+        with app.producer_or_acquire() as producer:
+            result = app.send_task(task_name, args=args, kwargs=kwargs, producer=producer, **options)
+            confirm_durable(producer, result.id, durable_replicas, durable_timeout)
+            return result
     except Exception as error:
         if is_out_of_memory(error):
             raise RedisFull(error) from error
         raise
+
+
+def confirm_durable(producer: Any, task_id: str, replicas: int, timeout_s: float) -> None:
+    """NotReplicated unless `replicas` replicas hold the push `producer` just made."""
+    try:
+        acknowledged = confirm_replicated(
+            redis.Redis(connection_pool=producer.channel.pool), task_id, replicas, timeout_s
+        )
+    except redis.RedisError as error:
+        raise NotReplicated(task_id, 0, replicas, timeout_s, f"the confirmation failed: {error}") from error
+    if acknowledged < replicas:
+        raise NotReplicated(task_id, acknowledged, replicas, timeout_s)
 
 
 def collect(result: AsyncResult, timeout: float, keep: bool = False) -> Any:

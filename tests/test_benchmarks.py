@@ -191,6 +191,23 @@ def test_microbatch_harness_compares_token_bounded_and_texts_only_passes(tmp_pat
 
 
 @pytest.mark.slow
+def test_durable_harness_compares_plain_and_durable_sends(tmp_path):
+    report = _run("durable", tmp_path / "durable.json")
+    assert set(report["results"]) == {"plain", "durable"}
+    assert all(row["sends"] == 50 and row["p50_ms"] > 0 for row in report["results"].values())
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_failover_harness_runs_durable_on_two_replicas(tmp_path):
+    """--durable --runs 2 at smoke size: each run on its own deployment, durable sends timed."""
+    report = _run("failover", tmp_path / "failover.json", "--durable", "--runs", "2")
+    assert report["durable"] is True and report["run_count"] == 2
+    assert report["lost"] == report["lost_in_replication_window"] <= 1
+    assert all(run["send_ms_p50"] > 0 and run["completed"] >= 79 for run in report["runs"])
+
+
+@pytest.mark.slow
 def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
     """The GPU check (benchmarks/gpu_check.py) at smoke size with --devices cpu: per-child devices are
     reported and the worker's main process has no CUDA context."""

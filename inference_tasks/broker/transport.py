@@ -21,10 +21,12 @@ from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal, Unhand
 from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, requested_reply, screen
 from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
 from inference_tasks.broker.qos import QoS
-from inference_tasks.clients.keys import redelivery_key
+from inference_tasks.clients.durable import DURABLE_HEADER
+from inference_tasks.clients.keys import durable_claim_key, redelivery_key
 from inference_tasks.defaults import (
     DEFAULT_DEAD_LETTER_MAX,
     DEFAULT_DEAD_LETTER_TTL_S,
+    DEFAULT_DURABLE_CLAIM_TTL_S,
     DEFAULT_MAX_ARGUMENT_DEPTH,
     DEFAULT_MAX_ETA_S,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -59,6 +61,7 @@ class Channel(kombu_redis.Channel):
         "dead_letter_max",
         "dead_letter_ttl",
         "redelivery_counter_ttl",
+        "durable_claim_ttl",
     )
     max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
     max_nesting_depth = DEFAULT_MAX_NESTING_DEPTH
@@ -70,6 +73,7 @@ class Channel(kombu_redis.Channel):
     dead_letter_max = DEFAULT_DEAD_LETTER_MAX
     dead_letter_ttl = DEFAULT_DEAD_LETTER_TTL_S
     redelivery_counter_ttl = 86_400
+    durable_claim_ttl = DEFAULT_DURABLE_CLAIM_TTL_S
 
     def close(self) -> None:
         """Write the acks still pending (QoS.ack) while the channel's connection pool is still there;
@@ -188,7 +192,34 @@ class Channel(kombu_redis.Channel):
                 error = TooManyRedeliveries(f"{screening.task_name}: {problem}")
                 self.refuse(_refusal(item, queue, screening, problem), error)
                 return None
+        if envelope["headers"].get(DURABLE_HEADER) and not self._first_durable_message(envelope):
+            return None
         return envelope
+
+    def _first_durable_message(self, envelope: dict[str, Any]) -> bool:
+        """Whether to run a durably pushed message: the first one taken with its task id (its
+        redeliveries keep its delivery tag) yes; another message with that id, a producer's retry
+        after NotReplicated, no (logged and dropped: the first one answers). Runs it if Redis fails:
+        a task may run twice, never not at all."""
+        task_id = envelope["headers"].get("id")
+        tag = envelope["properties"].get("delivery_tag")
+        if not isinstance(task_id, str) or not isinstance(tag, str):
+            return True
+        try:
+            with self.conn_or_acquire() as client:
+                first = client.set(durable_claim_key(task_id), tag, nx=True, ex=self.durable_claim_ttl, get=True)
+        except self.connection_errors:
+            raise
+        except Exception:
+            logger.exception("could not claim durable task %s: running it", task_id)
+            return True
+        if first is None or bytes_to_str(first) == tag:
+            return True
+        logger.warning(
+            "durable task %s: dropped a second message with this id (delivery %s; the first, %s, answers): "
+            "a producer's retry after NotReplicated", task_id, tag, bytes_to_str(first),
+        )  # fmt: skip
+        return False
 
     def _count_redelivery(self, task_id: str) -> int:
         key = redelivery_key(task_id)

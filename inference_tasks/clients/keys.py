@@ -16,6 +16,12 @@ KEY_PREFIX = "inference-tasks"
 DEAD_LETTER_KEY = f"{KEY_PREFIX}:dead-letter"
 # Per task id: how often its message was handed out (bounded redelivery, broker/transport.py).
 REDELIVERY_KEY_PREFIX = f"{KEY_PREFIX}:redeliveries:"
+# Durable enqueue (clients/durable.py): the key a durable push writes after its message, so that
+# WAIT on the same connection pool covers the push; and per durable task id the delivery tag of
+# the first message a worker took with that id (a producer's retry after NotReplicated may have
+# pushed a second one: broker/transport.py runs only the first).
+DURABLE_FENCE_KEY = f"{KEY_PREFIX}:durable-fence"
+DURABLE_CLAIM_KEY_PREFIX = f"{KEY_PREFIX}:durable-claims:"
 # Recent task failures for `inference-tasks status` (clients/queue_state.py).
 RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,
@@ -25,6 +31,10 @@ CLASSIFIER_NAMES_KEY = f"{KEY_PREFIX}:classifiers"
 
 def redelivery_key(task_id: str) -> str:
     return f"{REDELIVERY_KEY_PREFIX}{task_id}"
+
+
+def durable_claim_key(task_id: str) -> str:
+    return f"{DURABLE_CLAIM_KEY_PREFIX}{task_id}"
 
 
 def classifier_key(name: str, suffix: str) -> str:

@@ -30,6 +30,9 @@ class SentinelCluster:
     primary: RedisServer
     replica: RedisServer
     sentinels: list[tuple[int, subprocess.Popen]] = field(default_factory=list)
+    # Replicas beyond the first (start_sentinel_cluster(replicas=N)): after a failover the promoted
+    # primary still has a replica, which durable pushes (WAIT) need.
+    more_replicas: list[RedisServer] = field(default_factory=list)
 
     def url(self, db: int = 0) -> str:
         """REDIS_URL for workers and producers: every sentinel, `;`-separated (kombu's and Celery's form)."""
@@ -60,10 +63,11 @@ class SentinelCluster:
         for _, process in self.sentinels:
             if process.poll() is None:
                 process.terminate()
-        for server in (self.primary, self.replica):
+        servers = [self.primary, self.replica, *self.more_replicas]
+        for server in servers:
             if server.process.poll() is None:
                 server.process.terminate()
-        for process in [p for _, p in self.sentinels] + [self.primary.process, self.replica.process]:
+        for process in [p for _, p in self.sentinels] + [server.process for server in servers]:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -71,15 +75,20 @@ class SentinelCluster:
 
 
 def start_sentinel_cluster(
-    workdir: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000
+    workdir: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000, replicas: int = 1
 ) -> SentinelCluster:
-    """Primary, replica (replicating, in sync) and three sentinels that all know both and each other."""
+    """Primary, `replicas` replicas (replicating, in sync) and three sentinels that all know them and
+    each other."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
     primary = start_redis(workdir / "primary")
     replica = start_redis(workdir / "replica", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
     cluster = SentinelCluster(MASTER_NAME, primary, replica)
+    for index in range(1, replicas):
+        cluster.more_replicas.append(
+            start_redis(workdir / f"replica{index}", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
+        )
     try:
         for index in range(3):
             port = free_port()
@@ -102,12 +111,12 @@ def start_sentinel_cluster(
 
 
 def _wait_until_ready(cluster: SentinelCluster) -> None:
-    """The replica in sync with the primary, and every sentinel seeing the replica and two peers."""
-    replica = redis.Redis(port=cluster.replica.port, socket_timeout=2)
+    """Every replica in sync with the primary, and every sentinel seeing every replica and two peers."""
+    replicas = [redis.Redis(port=server.port, socket_timeout=2) for server in (cluster.replica, *cluster.more_replicas)]
 
     def ready() -> bool:
         try:
-            synced = replica.info("replication").get("master_link_status") == "up"
+            synced = all(replica.info("replication").get("master_link_status") == "up" for replica in replicas)
             views = []
             for port, _ in cluster.sentinels:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -119,7 +128,7 @@ def _wait_until_ready(cluster: SentinelCluster) -> None:
                         len(client.sentinel_sentinels(cluster.master_name)),
                     )
                 )
-            return synced and all(replicas >= 1 and peers >= 2 for replicas, peers in views)
+            return synced and all(seen >= len(replicas) and peers >= 2 for seen, peers in views)
         except (OSError, redis.RedisError):
             return False
 

@@ -14,13 +14,20 @@ module InferenceTasks
     # redis: a Redis client on the workers' broker (the same REDIS_URL as the workers; a
     # Sentinel-aware Redis.new(...) works the same). max_queue_depth: refuse (QueueFull) to enqueue
     # onto a queue already holding this many waiting messages, all priorities together; nil never checks.
-    def initialize(redis: Redis.new(url: ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")), max_queue_depth: nil)
+    # durable: true makes every enqueue wait until durable_replicas replicas hold the push (Redis
+    # WAIT, at most durable_timeout seconds) and raise NotReplicated otherwise; enqueue(durable:)
+    # decides per call.
+    def initialize(redis: Redis.new(url: ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")), max_queue_depth: nil,
+                   durable: false, durable_replicas: 1, durable_timeout: 1.0)
       if max_queue_depth && !(max_queue_depth.is_a?(Integer) && max_queue_depth.positive?)
         raise ArgumentError, "max_queue_depth must be a positive Integer or nil"
       end
 
       @redis = redis
       @max_queue_depth = max_queue_depth
+      @durable = durable
+      @durable_replicas = Wire.check_durable_replicas(durable_replicas)
+      @durable_timeout = Wire.check_durable_timeout(durable_timeout)
     end
 
     # Enqueue inference.embed; returns the task id. Options: queue:, priority: (0-9, 0 is served
@@ -138,12 +145,27 @@ module InferenceTasks
     end
 
     # Enqueue any task by wire name with positional args and keyword args; returns the task id.
-    def enqueue(task, args, kwargs = {}, queue: Wire::DEFAULT_QUEUE, priority: 0, task_id: nil, reply_to: nil)
+    # durable: true (or the client's default) returns only once the replicas hold the push, else
+    # raises NotReplicated; enqueueing again with the same task_id: is then safe.
+    def enqueue(task, args, kwargs = {}, queue: Wire::DEFAULT_QUEUE, priority: 0, task_id: nil, reply_to: nil,
+                durable: nil)
       raise ArgumentError, "priority must be 0..9, got #{priority.inspect}" unless Wire::PRIORITIES.include?(priority)
+      raise ArgumentError, "durable must be true, false or nil, got #{durable.inspect}" unless [true, false, nil].include?(durable)
 
+      durable = @durable if durable.nil?
       task_id ||= SecureRandom.uuid
-      message = JSON.generate(Wire.message(task, args, kwargs, task_id, queue, priority, reply_to))
-      push(queue, priority, message)
+      message = JSON.generate(Wire.message(task, args, kwargs, task_id, queue, priority, reply_to, durable: durable))
+      acknowledged = begin
+        push(queue, priority, message, durable)
+      rescue Redis::BaseConnectionError => e
+        raise unless durable
+
+        raise NotReplicated.new(task_id, 0, @durable_replicas, @durable_timeout, "the push failed: #{e.message}")
+      end
+      if durable && acknowledged < @durable_replicas
+        raise NotReplicated.new(task_id, acknowledged, @durable_replicas, @durable_timeout)
+      end
+
       task_id
     end
 
@@ -211,15 +233,22 @@ module InferenceTasks
       model ? { queue: Wire.model_queue(model) }.merge(options) : options
     end
 
-    def push(queue, priority, message)
+    # Push; with durable, WAIT for the replicas in the same pipeline (one connection, so WAIT covers
+    # this push) and return how many acknowledged it.
+    def push(queue, priority, message, durable = false)
       target = Wire.priority_key(queue, priority)
-      unless @max_queue_depth
-        @redis.lpush(target, message)
-        return
+      replies = @redis.pipelined do |pipe|
+        if @max_queue_depth
+          pipe.eval(Wire::PUSH_UNLESS_FULL, keys: [target, *Wire.queue_keys(queue)], argv: [message, @max_queue_depth])
+        else
+          pipe.lpush(target, message)
+        end
+        pipe.call("WAIT", @durable_replicas, (@durable_timeout * 1000).round) if durable
       end
-      depth = @redis.eval(Wire::PUSH_UNLESS_FULL, keys: [target, *Wire.queue_keys(queue)],
-                                                  argv: [message, @max_queue_depth])
-      raise QueueFull.new(queue, -depth - 1, @max_queue_depth) if depth.negative?
+      depth = replies.first
+      raise QueueFull.new(queue, -depth - 1, @max_queue_depth) if @max_queue_depth && depth.negative?
+
+      durable ? replies.last : 0
     rescue Redis::CommandError => e
       raise unless e.message.include?("OOM")
 

@@ -34,4 +34,21 @@ module InferenceTasks
 
   # Redis refused the write: it is at maxmemory with noeviction. Nothing was pushed.
   class RedisFull < Error; end
+
+  # A durable push (durable: true) was not acknowledged by enough replicas in time. The task may or
+  # may not exist; enqueueing again with the same task_id: is safe (a worker runs one message per
+  # durable task id).
+  class NotReplicated < Error
+    attr_reader :task_id, :acknowledged, :replicas
+
+    def initialize(task_id, acknowledged, replicas, timeout, cause = nil)
+      @task_id = task_id
+      @acknowledged = acknowledged
+      @replicas = replicas
+      why = cause || "#{acknowledged} of #{replicas} replicas acknowledged it within #{timeout} s"
+      super("task #{task_id} was pushed but not confirmed durable (#{why}): it may or may not exist; " \
+            "enqueue it again with task_id: #{task_id.inspect} (safe: a worker runs one message per durable " \
+            "task id), and check the replicas (docs/reliability.md)")
+    end
+  end
 end

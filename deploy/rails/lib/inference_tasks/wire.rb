@@ -23,6 +23,9 @@ module InferenceTasks
     }.freeze
     # The header stamped with the send time (Unix seconds), from which results report usage["queue_ms"].
     SENT_AT_HEADER = "inference_sent_at"
+    # Set on a durable push (Client durable: true): a worker runs the first message it takes with the
+    # task id and drops any other, so a retry with the same task id after NotReplicated is safe.
+    DURABLE_HEADER = "inference_durable"
     # How the reply job is written: a plain Sidekiq job, or ActiveJob's Sidekiq adapter format.
     REPLY_FORMATS = { sidekiq: "sidekiq", active_job: "active_job" }.freeze
 
@@ -60,6 +63,18 @@ module InferenceTasks
       "#{base}.#{model}"
     end
 
+    def check_durable_replicas(replicas)
+      return replicas if replicas.is_a?(Integer) && replicas >= 1
+
+      raise ArgumentError, "durable_replicas must be an Integer of 1 or more, got #{replicas.inspect}"
+    end
+
+    def check_durable_timeout(timeout)
+      return timeout if timeout.is_a?(Numeric) && timeout.positive? && timeout <= 60
+
+      raise ArgumentError, "durable_timeout must be seconds above 0 and at most 60, got #{timeout.inspect}"
+    end
+
     # The Redis lists holding a queue's waiting messages, priority 0 (served first) to 9.
     def queue_keys(queue)
       PRIORITIES.map { |step| priority_key(queue, step) }
@@ -70,13 +85,14 @@ module InferenceTasks
     end
 
     # A Celery protocol v2 message, as JSON-ready Hash.
-    def message(task, args, kwargs, task_id, queue, priority, reply_to)
+    def message(task, args, kwargs, task_id, queue, priority, reply_to, durable: false)
       headers = {
         "lang" => "rb", "task" => task, "id" => task_id, "root_id" => task_id, "parent_id" => nil,
         "group" => nil, "retries" => 0, "eta" => nil, "expires" => nil,
         "origin" => "ruby@#{Socket.gethostname}", SENT_AT_HEADER => Time.now.to_f
       }
       headers["sidekiq_reply"] = reply_request(reply_to) if reply_to
+      headers[DURABLE_HEADER] = true if durable
       body = [args, kwargs, { "callbacks" => nil, "errbacks" => nil, "chain" => nil, "chord" => nil }]
       {
         "body" => Base64.strict_encode64(JSON.generate(body)),
