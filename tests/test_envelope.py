@@ -73,6 +73,30 @@ def test_an_unusable_sidekiq_reply_header_is_refused_before_the_task_runs(reply,
     assert screening.task_id == message["headers"]["id"]
 
 
+@pytest.mark.parametrize(
+    ("header", "value", "problem"),
+    [
+        # Found by the wire fuzzer: Celery iterates stamped_headers in the main process.
+        ("stamped_headers", 1.5, "headers.stamped_headers must be a list of strings or null"),
+        ("stamped_headers", ["a", 2], "headers.stamped_headers must be a list of strings or null"),
+        ("groups", "g", "headers.groups must be a list of strings or null"),
+        ("stamps", [1], "headers.stamps must be an object or null"),
+        ("replaced_task_nesting", -1, "headers.replaced_task_nesting must be a non-negative integer or null"),
+        ("group_index", "0", "headers.group_index must be an integer or null"),
+        ("inference_durable", "yes", "headers.inference_durable must be true, false or null"),
+        ("inference_sent_at", "now", "headers.inference_sent_at must be a number (Unix seconds) or null"),
+    ],
+)
+def test_headers_celery_or_we_read_must_have_their_types(header, value, problem):
+    message = task_message("inference.embed", [["a"]])
+    message["headers"][header] = value
+    screening = screen(encode(message), LIMITS)
+    assert not screening.accepted and screening.problem == problem
+    assert screening.task_id == message["headers"]["id"]
+    message["headers"][header] = None
+    assert screen(encode(message), LIMITS).accepted
+
+
 def test_an_oversized_message_is_refused_but_keeps_its_task_id_when_cheap_to_read():
     """Up to twice the limit the id is still read (so the producer gets FAILURE); beyond, not parsed."""
     near = task_message("inference.embed", [["x" * LIMIT]])

@@ -265,6 +265,35 @@ def test_a_task_revoked_while_held_is_dropped_and_its_prefetch_slot_returned():
     assert consumer.handled == [kept] and consumer.qos.value == WINDOW
 
 
+def test_a_task_whose_revocation_check_raises_goes_alone_or_is_refused_and_its_batch_mates_run():
+    """Found by the wire fuzzer: Celery's revoked() raised on a header of the wrong type, in the pool's
+    child-free callback, and stopped the worker. Now that task goes alone; if Celery's own path raises
+    for it too, the consumer refuses the message; its batch-mates run either way."""
+
+    def raises_type_error() -> bool:
+        raise TypeError("'float' object is not iterable")  # what Celery raised
+
+    for alone_raises in (False, True):
+        consumer = FakeConsumer()
+        refused: list[tuple] = []
+        consumer.connection_errors = ()  # type: ignore[attr-defined]
+        consumer.on_message_failed = lambda message, error, out=refused: out.append((message, str(error)))  # type: ignore[attr-defined]
+        coalescer = batcher(consumer)
+        kept, broken = one_text("kept"), one_text("broken")
+        broken.revoked = raises_type_error  # type: ignore[method-assign]
+        broken.message = "the broken message"  # type: ignore[attr-defined]
+        if alone_raises:
+            coalescer.handle = lambda request, handle=coalescer.handle, broken=broken: (
+                raises_type_error() if request is broken else handle(request)
+            )
+        for request in (kept, broken):
+            coalescer.add(request)
+        consumer.timer.fire()
+        assert consumer.handled == ([kept] if alone_raises else [broken, kept])
+        assert refused == ([("the broken message", "'float' object is not iterable")] if alone_raises else [])
+        assert consumer.qos.value == WINDOW
+
+
 def test_a_lost_child_fails_every_task_of_its_batch_through_celerys_own_handler():
     consumer = FakeConsumer()
     coalescer = batcher(consumer)

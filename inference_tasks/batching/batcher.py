@@ -160,7 +160,16 @@ class Batcher:
         held, self.held, self.held_texts = self.held, [], 0
         live = []
         for request, plan in held:
-            if request.revoked():  # revoked or expired while held: acked and announced by Celery
+            try:
+                revoked = request.revoked()  # revoked or expired while held: acked and announced by Celery
+            except Exception:
+                # Celery could not read the request's revocation headers: it cannot go with others.
+                # Celery's own path then fails it alone; the batch and the worker go on.
+                logger.exception("task %s: could not check whether it was revoked; sending it alone", request.id)
+                self.consumer.qos.decrement_eventually()
+                self.send_alone_or_refuse(request)
+                continue
+            if revoked:
                 self.consumer.qos.decrement_eventually()
             else:
                 live.append((request, plan))
@@ -205,6 +214,16 @@ class Batcher:
         """One task as its own pool job (Celery's normal path), so a task that cannot go with others
         still runs or fails on its own."""
         self.handle(request)
+
+    def send_alone_or_refuse(self, request: Any) -> None:
+        """send_alone; if Celery's own path raises for it too, the consumer refuses the message
+        (worker/consumer.py: dead-lettered, FAILURE, acked), as for any message it cannot take."""
+        try:
+            self.send_alone(request)
+        except Exception as error:
+            if isinstance(error, tuple(self.consumer.connection_errors)):
+                raise
+            self.consumer.on_message_failed(request.message, error)
 
     def close(self) -> None:
         """The consumer's connection is gone: its held messages go back to their queues with it."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,8 @@ from inference_tasks.broker.limits import (
     within_depth,
 )
 from inference_tasks.broker.replies import SIDEKIQ_REPLY_HEADER, reply_spec_problem
+from inference_tasks.clients.durable import DURABLE_HEADER
+from inference_tasks.routing import SENT_AT_HEADER
 
 ACCEPTED_CONTENT_TYPE = "application/json"
 ACCEPTED_CONTENT_ENCODING = "utf-8"
@@ -221,6 +224,32 @@ def _header_problem(headers: dict[str, Any]) -> str | None:
         return "headers.timelimit must be [soft, hard] (numbers or null)"
     if headers.get("ignore_result") is not None and not isinstance(headers["ignore_result"], bool):
         return "headers.ignore_result must be a boolean"
+    return _celery_header_problem(headers) or _our_header_problem(headers)
+
+
+def _celery_header_problem(headers: dict[str, Any]) -> str | None:
+    """Headers Celery's worker reads as it handles a request (revocation by stamp, groups, replacing):
+    found by the wire fuzzer, a float in stamped_headers raised in the main process."""
+    for key in ("stamped_headers", "groups"):
+        value = headers.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
+            return f"headers.{key} must be a list of strings or null"
+    if headers.get("stamps") is not None and not isinstance(headers["stamps"], dict):
+        return "headers.stamps must be an object or null"
+    nesting = headers.get("replaced_task_nesting")
+    if nesting is not None and not (_is_integer(nesting) and nesting >= 0):
+        return "headers.replaced_task_nesting must be a non-negative integer or null"
+    if headers.get("group_index") is not None and not _is_integer(headers["group_index"]):
+        return "headers.group_index must be an integer or null"
+    return None
+
+
+def _our_header_problem(headers: dict[str, Any]) -> str | None:
+    if headers.get(DURABLE_HEADER) is not None and not isinstance(headers[DURABLE_HEADER], bool):
+        return f"headers.{DURABLE_HEADER} must be true, false or null"
+    sent_at = headers.get(SENT_AT_HEADER)
+    if sent_at is not None and not (_is_number_or_none(sent_at) and math.isfinite(sent_at)):
+        return f"headers.{SENT_AT_HEADER} must be a number (Unix seconds) or null"
     if headers.get(SIDEKIQ_REPLY_HEADER) is not None:
         return reply_spec_problem(headers[SIDEKIQ_REPLY_HEADER])
     return None
