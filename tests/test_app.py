@@ -116,6 +116,45 @@ def test_worker_serves_through_a_password_protected_tls_redis(start_worker, tls_
     assert "rediss://" in worker.log()
 
 
+@pytest.mark.slow
+def test_the_whole_stack_serves_over_tls(start_worker, tls_files, tmp_path):
+    """rediss:// end to end with a private CA: a worker, the Python app, the Ruby client (refused
+    without the CA), the exporter, `status` and Flower, all on one TLS Redis with a password."""
+    from ruby_runner import ruby
+    from test_flower_browser import flower_api
+    from test_operations import exporter, scrape
+
+    from tests.support.local import running_flower
+
+    server = start_redis(tmp_path / "redis-tls", password=PASSWORD, tls=tls_files)
+    ca = {"INFERENCE_REDIS_TLS_CA_FILE": str(tls_files.ca)}
+    try:
+        url = server.url(0)
+        worker = start_worker(concurrency=1, redis_url=url, redis_tls_ca_file=str(tls_files.ca))
+        app = create_app(Settings(redis_url=url, redis_tls_ca_file=str(tls_files.ca)))
+        python = app.send_task(EMBED_TASK, args=[["over TLS, from Python"]]).get(timeout=60)
+        from_ruby = ruby("tls_embed.rb", url, CA_FILE=str(tls_files.ca))
+        with exporter(url, extra_env=ca) as port:
+            metrics = scrape(port)
+        status = subprocess.run(
+            [sys.executable, "-m", "inference_tasks.ops.cli", "status"],
+            cwd=REPO_ROOT, env=clean_env(REDIS_URL=url, **ca), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        with running_flower([], url, FLOWER_UNAUTHENTICATED_API="true", **ca) as (_, port):
+            flower_workers = flower_api(port, "/api/workers?refresh=1")
+        worker.stop()
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    assert python["dim"] == 384
+    # Without the test's CA the same URL fails its TLS handshake: certificate verification is on.
+    assert from_ruby == {"dim": 384, "count": 1, "without_the_ca": "OpenSSL::SSL::SSLError"}
+    assert metrics[("inference_redis_up", ())] == 1 and metrics[("inference_workers", ())] >= 1
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert any(name.startswith(worker.name) or worker.name in name for name in flower_workers)
+    assert PASSWORD not in status.stdout + status.stderr
+
+
 PRODUCER_SIDE = """
 import json, sys
 import inference_tasks
