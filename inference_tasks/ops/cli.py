@@ -53,6 +53,20 @@ def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
     return settings, environment
 
 
+@main.command()
+@click.option("--producer-trains", is_flag=True, help="Let inference-producer push to the training queues too.")
+@click.option("--db", default=0, show_default=True, help="The Redis database of REDIS_URL (pub/sub names carry it).")
+def acl(producer_trains: bool, db: int) -> None:
+    """Print a Redis ACL file: inference-producer, -worker, -trainer and -operator with only what each
+    needs (passwords from INFERENCE_ACL_PASSWORD_<ROLE>, else generated and printed once on stderr)."""
+    from inference_tasks.ops.acl import acl_file
+
+    made = acl_file(os.environ, producer_trains, db)
+    click.echo(made.text, nl=False)
+    for role, password in made.generated.items():
+        click.echo(f"inference-{role} password (generated; shown once): {password}", err=True)
+
+
 @main.command(context_settings=PASS_THROUGH)
 @click.option(
     "--model", default=None, help="The catalogue alias to serve (default: INFERENCE_MODEL, else the default)."

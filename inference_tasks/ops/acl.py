@@ -1,0 +1,150 @@
+"""`inference-tasks acl`: a Redis ACL file (the `aclfile` format) with one least-privilege user per role.
+
+With one shared password anyone holding it can FLUSHALL, rewrite trained heads, read the unacked
+records or push to the training queue. Redis 6+ ACL users limit each client to the keys, channels
+and commands its role needs:
+
+- inference-producer: push to the inference queues, read and delete results (and their pub/sub
+  channels), the durable fence, queue depths; never the training queues (unless --producer-trains),
+  heads, unacked records, dead letters or admin commands;
+- inference-worker: the queues (its own, and the others its visibility sweep may put a message back
+  on), kombu's unacked record and bindings, results, events and remote control, our dead letters,
+  redelivery counts, durable claims and recent failures, heads read-only, Sidekiq reply queues;
+- inference-trainer: the worker's, plus the training queues, writing heads and corpus pages, and
+  reading corpus sources (`inference-tasks:sources:*`);
+- inference-operator (Flower, the exporter, doctor, status): reads dead letters, results, heads and
+  INFO/CONFIG GET; sends remote-control broadcasts and reads their replies; follows events; writes the
+  unacked record and the queues only as kombu's visibility sweep, which every kombu consumer runs.
+
+Passwords come from INFERENCE_ACL_PASSWORD_PRODUCER / _WORKER / _TRAINER / _OPERATOR, else are
+generated; the file holds only their SHA-256, and generated ones are printed once, on stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from inference_tasks.clients.keys import (
+    CLASSIFIER_NAMES_KEY,
+    DEAD_LETTER_KEY,
+    DURABLE_CLAIM_KEY_PREFIX,
+    DURABLE_FENCE_KEY,
+    KEY_PREFIX,
+    RECENT_FAILURES_KEY,
+    REDELIVERY_KEY_PREFIX,
+    RESULT_KEY_PREFIX,
+    SIDEKIQ_QUEUES_KEY,
+    UNACKED_INDEX_KEY,
+    UNACKED_KEY,
+    UNACKED_MUTEX_KEY,
+)
+from inference_tasks.routing import INFERENCE_QUEUE, PRIORITY_SEPARATOR, TRAINING_QUEUE
+
+ROLES = ("producer", "worker", "trainer", "operator")
+PASSWORD_VARIABLE = "INFERENCE_ACL_PASSWORD_{}"
+# Corpus sources (inference.embed_corpus's source_key) under ACLs: lists the producer writes and the
+# trainer reads.
+SOURCES_PATTERN = f"{KEY_PREFIX}:sources:*"
+
+# Connection housekeeping every client needs (AUTH is always allowed).
+CONNECTION = "+ping +select +hello +echo +client|setname +client|getname +client|id +readonly"
+# Plain data commands on the keys a role may touch; the dangerous ones (FLUSHALL, CONFIG, KEYS,
+# DEBUG, MIGRATE, ...) never.
+DATA = "+@read +@write +@scripting +@transaction +@pubsub +wait +time -@dangerous"
+
+
+def queue_patterns(queue: str) -> list[str]:
+    """A queue's lists: the queue, its priority lists and its per-model queues (and theirs)."""
+    return [queue, f"{queue}{PRIORITY_SEPARATOR}*", f"{queue}.*"]
+
+
+def keys(*patterns: str, read_only: tuple[str, ...] = ()) -> str:
+    return " ".join([*(f"~{pattern}" for pattern in patterns), *(f"%R~{pattern}" for pattern in read_only)])
+
+
+def channels(*patterns: str) -> str:
+    return " ".join(f"&{pattern}" for pattern in patterns)
+
+
+RESULTS = (f"{RESULT_KEY_PREFIX}*",)
+BINDINGS = ("_kombu.binding*",)
+
+
+def events_and_control(db: int) -> tuple[str, ...]:
+    """kombu's fanout exchanges over pub/sub in database `db`: task events and remote-control
+    broadcasts. Subscribers PSUBSCRIBE these exact patterns, and Redis allows a PSUBSCRIBE only to
+    a pattern granted literally, so they are spelled per database."""
+    return (f"/{db}.celeryev/*", f"/{db}.celery.pidbox")
+
+
+CONTROL_REPLIES = ("*.reply.celery.pidbox*",)
+# An event receiver's own queue (Flower, the exporter): "celeryev.<uuid>" and its priority lists.
+EVENT_QUEUES = ("celeryev.*",)
+# A worker's own remote-control queue ("<node>.celery.pidbox") and the replies it writes.
+CONTROL_QUEUES = ("*.celery.pidbox*",)
+UNACKED = (UNACKED_KEY, UNACKED_INDEX_KEY, UNACKED_MUTEX_KEY)
+WORKER_RECORDS = (
+    DEAD_LETTER_KEY, f"{REDELIVERY_KEY_PREFIX}*", f"{DURABLE_CLAIM_KEY_PREFIX}*", RECENT_FAILURES_KEY,
+)  # fmt: skip
+HEADS = (CLASSIFIER_NAMES_KEY, f"{KEY_PREFIX}:classifier:*")
+SIDEKIQ = ("queue:*", SIDEKIQ_QUEUES_KEY)
+
+
+def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
+    """The ACL rules (after the user's name, state and password) of one role."""
+    inference, training = queue_patterns(INFERENCE_QUEUE), queue_patterns(TRAINING_QUEUE)
+    fanout = events_and_control(db)
+    if role == "producer":
+        pushed = [*inference, *(training if producer_trains else [])]
+        return " ".join([
+            DATA, CONNECTION, keys(*pushed, *RESULTS, *BINDINGS, DURABLE_FENCE_KEY, SOURCES_PATTERN),
+            channels(*RESULTS),
+        ])  # fmt: skip
+    # The training queues too: a worker's visibility sweep puts any expired message back on its queue.
+    worker_keys = [*inference, *training, *RESULTS, *BINDINGS, *UNACKED, *WORKER_RECORDS, *CONTROL_QUEUES, *SIDEKIQ]
+    if role == "worker":
+        return " ".join([
+            DATA, CONNECTION, keys(*worker_keys, read_only=HEADS),
+            channels(*RESULTS, *fanout),
+        ])  # fmt: skip
+    if role == "trainer":
+        return " ".join([
+            DATA, CONNECTION,
+            keys(*worker_keys, *HEADS, f"{KEY_PREFIX}:corpus:*", read_only=(SOURCES_PATTERN,)),
+            channels(*RESULTS, *fanout),
+        ])  # fmt: skip
+    if role == "operator":
+        return " ".join([
+            # Writes only where keys allow: its remote-control reply queues, its event queue, kombu's
+            # bindings (declared through kombu's Lua scripts), and the unacked record and queues:
+            # every kombu consumer, Flower's and the exporter's too, runs the visibility sweep that
+            # puts expired messages back. Dead letters, results, heads: read-only.
+            DATA, CONNECTION, "+info +config|get +memory|usage +client|list +slowlog|get",
+            keys(*CONTROL_REPLIES, *BINDINGS, *EVENT_QUEUES, *UNACKED, *inference, *training,
+                 read_only=(*WORKER_RECORDS, *RESULTS, *HEADS, *SIDEKIQ)),
+            channels(*fanout, *RESULTS),
+        ])  # fmt: skip
+    raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+
+
+@dataclass(frozen=True)
+class AclFile:
+    text: str
+    generated: dict[str, str]  # role -> password, for the roles whose password was generated
+
+
+def acl_file(environment: Mapping[str, str], producer_trains: bool = False, db: int = 0) -> AclFile:
+    """The ACL file's text: the default user off (add your own admin user), then one user per role."""
+    lines = ["user default off"]  # the format has no comments: how to load it is in docs/operations.md
+    generated = {}
+    for role in ROLES:
+        password = environment.get(PASSWORD_VARIABLE.format(role.upper()))
+        if not password:
+            password = generated[role] = secrets.token_urlsafe(24)
+        digest = hashlib.sha256(password.encode()).hexdigest()
+        lines.append(f"user inference-{role} on #{digest} resetkeys resetchannels -@all "
+                     f"{role_rules(role, producer_trains, db)}")  # fmt: skip
+    return AclFile("\n".join(lines) + "\n", generated)
