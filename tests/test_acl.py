@@ -55,7 +55,9 @@ def acl_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def acl_worker(start_worker, acl_server):
-    return start_worker(concurrency=1, redis_url=url(acl_server, "worker"))
+    worker = start_worker(concurrency=1, redis_url=url(acl_server, "worker"))
+    yield worker
+    worker.stop()  # before its Redis goes
 
 
 def test_generated_passwords_are_printed_once_and_only_hashes_are_in_the_file():
@@ -113,8 +115,9 @@ def test_the_operators_tools_work_under_the_operator_user(acl_server, acl_worker
 
 def test_the_trainer_trains_under_its_user_when_producers_may_train(tmp_path, start_worker):
     server = acl_redis(tmp_path / "acl-trains", "--producer-trains")
+    trainer = None
     try:
-        start_worker(
+        trainer = start_worker(
             concurrency=1, redis_url=url(server, "trainer"), profile="trainer", queues=TRAINING_QUEUE,
         )  # fmt: skip
         app = producer_app(url(server, "producer"))
@@ -123,6 +126,8 @@ def test_the_trainer_trains_under_its_user_when_producers_may_train(tmp_path, st
         trained = collect(send(app, TRAIN_CLASSIFIER_TASK, kwargs=kwargs), 300)
         stored = redis.Redis.from_url(url(server, "worker")).get(classifier_key("acl-head", "latest"))
     finally:
+        if trainer is not None:
+            trainer.stop()
         server.process.terminate()
         server.process.wait(timeout=10)
     assert trained["version"] == 1 and stored is not None  # written by the trainer, readable by workers

@@ -41,7 +41,9 @@ def replicated_primary(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def replicated_worker(start_worker, replicated_primary):
-    return start_worker(redis_url=replicated_primary.url(0), concurrency=1)
+    worker = start_worker(redis_url=replicated_primary.url(0), concurrency=1)
+    yield worker
+    worker.stop()  # before its Redis goes
 
 
 def queued(client: redis.Redis) -> list[dict]:
