@@ -4,6 +4,7 @@ the exporter, `status` and Flower as the operator) and a producer is refused wha
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
@@ -57,6 +58,7 @@ def acl_server(tmp_path_factory):
 def acl_worker(start_worker, acl_server):
     worker = start_worker(concurrency=1, redis_url=url(acl_server, "worker"))
     yield worker
+    gc.collect()  # the tests' results unsubscribe (their finalizers) while their Redis still answers
     worker.stop()  # before its Redis goes
 
 

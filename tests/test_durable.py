@@ -4,6 +4,7 @@ the same task id, which a worker runs once; the Python producer and the Ruby cli
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 import uuid
@@ -43,6 +44,7 @@ def replicated_primary(tmp_path_factory):
 def replicated_worker(start_worker, replicated_primary):
     worker = start_worker(redis_url=replicated_primary.url(0), concurrency=1)
     yield worker
+    gc.collect()  # the tests' results unsubscribe (their finalizers) while their Redis still answers
     worker.stop()  # before its Redis goes
 
 
@@ -104,6 +106,8 @@ def test_a_retry_with_the_same_task_id_runs_once(replicated_worker):
     wait_until(
         lambda: f"durable task {task_id}: dropped a second message" in replicated_worker.log(), 60, "the retry dropped"
     )
+    # The worker logs a success just after storing it: wait for the line, not only the result.
+    wait_until(lambda: replicated_worker.successes()[task_id] >= 1, 30, "the success in the worker's log")
     assert sum(client.llen(key) for key in queue_keys(INFERENCE_QUEUE)) == 0
     assert client.get(result_key(task_id)) is None and replicated_worker.successes()[task_id] == 1
 
