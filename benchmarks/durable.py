@@ -22,8 +22,7 @@ from benchmarks.harness.stats import percentile
 from benchmarks.harness.workload import REPO_ROOT
 from inference_tasks.producer import send
 from inference_tasks.routing import EMBED_TASK
-from tests.support.localstack import producer_app, start_redis
-from tests.support.waiting import wait_until
+from tests.support.localstack import producer_app, start_redis, start_replica
 
 
 def sends(app: object, count: int, durable: bool) -> list[float]:
@@ -47,10 +46,8 @@ def main() -> None:
         args.sends, args.rounds = 50, 1
     work = Path(tempfile.mkdtemp(prefix="bench-durable-"))
     primary = start_redis(work / "primary")
-    replica = start_redis(work / "replica", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
+    replica = start_replica(primary, work / "replica")
     try:
-        follower = redis.Redis(port=replica.port)
-        wait_until(lambda: follower.info("replication").get("master_link_status") == "up", 30, "the replica")
         app = producer_app(primary.url(0))
         sends(app, 50, True)  # connections made, code paths warm
         took: dict[str, list[float]] = {"plain": [], "durable": []}

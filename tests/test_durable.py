@@ -17,7 +17,7 @@ from inference_tasks.clients.durable import DURABLE_HEADER
 from inference_tasks.clients.keys import durable_claim_key, queue_keys, result_key
 from inference_tasks.producer import NotReplicated, collect, send
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
-from tests.support.localstack import producer_app, start_redis
+from tests.support.localstack import producer_app, start_redis, start_replica
 from tests.support.waiting import wait_until
 from tests.support.wire import encode, task_message
 
@@ -31,9 +31,7 @@ def replicated_primary(tmp_path_factory):
     """A redis-server with one replica, in sync."""
     workdir = tmp_path_factory.mktemp("durable")
     primary = start_redis(workdir / "primary")
-    replica = start_redis(workdir / "replica", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
-    follower = redis.Redis(port=replica.port)
-    wait_until(lambda: follower.info("replication").get("master_link_status") == "up", 30, "the replica in sync")
+    replica = start_replica(primary, workdir / "replica")
     yield primary
     for server in (replica, primary):
         server.process.terminate()

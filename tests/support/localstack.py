@@ -117,6 +117,18 @@ def start_redis(
     raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
 
 
+def start_replica(primary: RedisServer, workdir: Path, wait_in_sync: bool = True) -> RedisServer:
+    """A redis-server replicating `primary`; with `wait_in_sync`, returned once its link is up."""
+    replica = start_redis(workdir, extra_args=("--replicaof", primary.host, str(primary.port)))
+    if wait_in_sync:
+        import redis
+
+        follower = redis.Redis(host=replica.host, port=replica.port, socket_timeout=2)
+        if not poll_until(lambda: follower.info("replication").get("master_link_status") == "up", 30):
+            raise RuntimeError(f"replica of {primary.port} never came in sync; see {workdir / 'redis.log'}")
+    return replica
+
+
 @dataclass
 class WorkerProcess:
     """A running `celery worker` command and the producer app that talks to it."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.localstack import MissingProgram, RedisServer, free_port, start_redis
+from tests.support.localstack import MissingProgram, RedisServer, free_port, start_redis, start_replica
 from tests.support.waiting import poll_until
 
 MASTER_NAME = "inference-primary"
@@ -83,12 +83,10 @@ def start_sentinel_cluster(
     if binary is None:
         raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
     primary = start_redis(workdir / "primary")
-    replica = start_redis(workdir / "replica", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
+    replica = start_replica(primary, workdir / "replica", wait_in_sync=False)  # _wait_until_ready checks
     cluster = SentinelCluster(MASTER_NAME, primary, replica)
     for index in range(1, replicas):
-        cluster.more_replicas.append(
-            start_redis(workdir / f"replica{index}", extra_args=("--replicaof", "127.0.0.1", str(primary.port)))
-        )
+        cluster.more_replicas.append(start_replica(primary, workdir / f"replica{index}", wait_in_sync=False))
     try:
         for index in range(3):
             port = free_port()
