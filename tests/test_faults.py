@@ -407,7 +407,13 @@ def test_a_job_in_a_childs_pipe_when_a_warm_shutdown_begins_runs_once_and_is_ack
     worker = start_worker(concurrency=1, include=PROBES)
     redis = redis_client(worker.redis_url)
     wait_until(lambda: "child ready" in worker.log(), 60, "the child to warm up")
+    # A first task seen done by the parent proves the pool has the child's WORKER_UP ("child ready"
+    # is logged just before the child sends it) and the child's slot free again (the child stores
+    # the result before it tells the parent): a child frozen before either is never written a job.
     [child] = worker.child_pids()
+    first = worker.app.send_task(WORKER_INFO_TASK)
+    assert first.get(timeout=RESULT_TIMEOUT_S)["pid"] == child
+    wait_until(lambda: f"{first.id}] succeeded" in worker.log(), 30, "the parent to see the first task done")
     freeze_with_an_empty_pipe(child)
     try:
         result = worker.app.send_task(EMBED_TASK, args=[BATCH[:2]])
