@@ -10,6 +10,7 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 
 from inference_tasks.clients import sent_at
+from inference_tasks.clients.connections import SENTINEL_TIMEOUT_S
 from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
@@ -50,7 +51,8 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         "broker_url": settings.redis_url,
         # Celery's Redis backend, plus reply jobs from the stored outcome, per-task lifetimes and
         # retries while Redis is full (result_backend.py); "<class>+<url>" is Celery's own form.
-        "result_backend": f"{RESULT_BACKEND_CLASS}+{settings.redis_url}",
+        # On INFERENCE_RESULT_REDIS_URL when set (results are most of the bytes), else REDIS_URL.
+        "result_backend": f"{RESULT_BACKEND_CLASS}+{settings.results_url}",
         # kombu's Redis transport plus screening of every raw message (envelope.py) and a bound
         # on redeliveries; the URL keeps its redis:// or rediss:// scheme.
         "broker_transport": "inference_tasks.broker.transport:Transport",
@@ -150,25 +152,50 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
     }
     if settings.uses_sentinel:
         options["master_name"] = settings.redis_sentinel_master
+        if settings.redis_sentinel_tls:
+            options["sentinel_kwargs"] = sentinel_tls_kwargs(settings)
     return options
 
 
 def connection_conf(settings: Settings) -> dict[str, Any]:
-    """Sentinel and TLS: the classes and options that depend on REDIS_URL's scheme."""
+    """Sentinel and TLS: the classes and options that depend on the schemes of REDIS_URL (the broker)
+    and of the results' URL (INFERENCE_RESULT_REDIS_URL, else REDIS_URL), each on its own."""
     conf: dict[str, Any] = {}
+    tls = tls_conf(settings)
     if settings.uses_sentinel:
-        # The same classes on kombu's and Celery's Sentinel support: every connection asks the
-        # sentinels for the current primary, and again after a failover.
-        conf["result_backend"] = f"{SENTINEL_RESULT_BACKEND_CLASS}+{settings.redis_url}"
-        conf["result_backend_transport_options"] = {"master_name": settings.redis_sentinel_master}
+        # kombu's Sentinel support under our transport: every connection asks the sentinels for the
+        # current primary, and again after a failover.
         conf["broker_transport"] = "inference_tasks.broker.transport:SentinelTransport"
-    if urlsplit(settings.redis_url).scheme == "rediss":
-        tls: dict[str, Any] = {"ssl_cert_reqs": _CERT_REQS[settings.redis_tls_cert_reqs]}
-        if settings.redis_tls_ca_file:
-            tls["ssl_ca_certs"] = settings.redis_tls_ca_file
+    if settings.results_use_sentinel:
+        # The same on Celery's Sentinel backend, under our result store.
+        conf["result_backend"] = f"{SENTINEL_RESULT_BACKEND_CLASS}+{settings.results_url}"
+        options: dict[str, Any] = {"master_name": settings.results_sentinel_master}
+        if settings.redis_sentinel_tls:
+            options["sentinel_kwargs"] = sentinel_tls_kwargs(settings)
+        conf["result_backend_transport_options"] = options
+    broker_scheme, results_scheme = urlsplit(settings.redis_url).scheme, urlsplit(settings.results_url).scheme
+    # TLS to the data nodes: rediss://, or a sentinel:// URL with INFERENCE_REDIS_SENTINEL_TLS (its
+    # primary is then reached over TLS too; the sentinels themselves through sentinel_kwargs).
+    if broker_scheme == "rediss" or (settings.uses_sentinel and settings.redis_sentinel_tls):
         conf["broker_use_ssl"] = tls
+    if results_scheme == "rediss" or (settings.results_use_sentinel and settings.redis_sentinel_tls):
         conf["redis_backend_use_ssl"] = tls
     return conf
+
+
+def tls_conf(settings: Settings) -> dict[str, Any]:
+    """The certificate check and CA of every TLS connection (Celery's and kombu's key names)."""
+    tls: dict[str, Any] = {"ssl_cert_reqs": _CERT_REQS[settings.redis_tls_cert_reqs]}
+    if settings.redis_tls_ca_file:
+        tls["ssl_ca_certs"] = settings.redis_tls_ca_file
+    return tls
+
+
+def sentinel_tls_kwargs(settings: Settings) -> dict[str, Any]:
+    """How kombu and Celery reach the sentinels themselves over TLS (redis-py's Sentinel(sentinel_kwargs=)):
+    given, they replace the socket options it would copy from the data connection, so those are here."""
+    return {"ssl": True, "socket_timeout": SENTINEL_TIMEOUT_S, "socket_connect_timeout": SENTINEL_TIMEOUT_S,
+            **tls_conf(settings)}  # fmt: skip
 
 
 class InferenceApp(Celery):

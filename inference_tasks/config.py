@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from inference_tasks import defaults, devices
-from inference_tasks.config_checks import ConfigError, check_settings, redact
+from inference_tasks.config_checks import ConfigError, check_settings, database_on_every_part, redact
 from inference_tasks.cores import available_cores
 
 if TYPE_CHECKING:
@@ -28,6 +28,10 @@ class Settings:
     redis_url: str = field(default=defaults.DEFAULT_REDIS_URL, repr=False)
     redis_tls_ca_file: str | None = None
     redis_tls_cert_reqs: str = "required"
+    # Every sentinel:// URL (REDIS_URL, INFERENCE_RESULT_REDIS_URL, INFERENCE_SIDEKIQ_REDIS_URL) is
+    # reached over TLS: the sentinels and the primaries they name (sentinel.conf `tls-port`,
+    # `tls-replication yes`), verified with INFERENCE_REDIS_TLS_CA_FILE and INFERENCE_REDIS_TLS_CERT_REQS.
+    redis_sentinel_tls: bool = False
     # The model this worker serves: an alias of the catalogue, the packaged model's name
     # ("all-MiniLM-L6-v2"), or a local sentence-transformers directory; None: the catalogue's default.
     model: str | None = None
@@ -109,9 +113,18 @@ class Settings:
     redis_sentinel_master: str | None = None
     # A sentinel:// INFERENCE_SIDEKIQ_REDIS_URL's master name; unset: INFERENCE_REDIS_SENTINEL_MASTER.
     sidekiq_redis_sentinel_master: str | None = None
+    # Where task results and embed_corpus pages are stored (redis://, rediss:// or sentinel://); unset:
+    # the broker's REDIS_URL. Results are most of the bytes a task moves (docs/scaling.md).
+    result_redis_url: str | None = field(default=None, repr=False)
+    # A sentinel:// INFERENCE_RESULT_REDIS_URL's master name; unset: INFERENCE_REDIS_SENTINEL_MASTER.
+    result_redis_sentinel_master: str | None = None
 
     def __post_init__(self) -> None:
         check_settings(self)
+        for name in ("redis_url", "result_redis_url", "sidekiq_redis_url"):
+            url = getattr(self, name)
+            if url and urlsplit(url).scheme == defaults.SENTINEL_SCHEME:
+                object.__setattr__(self, name, database_on_every_part(url))  # frozen: set once, here
 
     @property
     def extra_task_names(self) -> tuple[str, ...]:
@@ -158,6 +171,31 @@ class Settings:
     @property
     def uses_sentinel(self) -> bool:
         return urlsplit(self.redis_url).scheme == defaults.SENTINEL_SCHEME
+
+    @property
+    def results_url(self) -> str:
+        """Where results live: INFERENCE_RESULT_REDIS_URL, else the broker's REDIS_URL."""
+        return self.result_redis_url or self.redis_url
+
+    @property
+    def results_sentinel_master(self) -> str | None:
+        """The master name of a sentinel:// results_url."""
+        if self.result_redis_url:
+            return self.result_redis_sentinel_master or self.redis_sentinel_master
+        return self.redis_sentinel_master
+
+    @property
+    def results_use_sentinel(self) -> bool:
+        return urlsplit(self.results_url).scheme == defaults.SENTINEL_SCHEME
+
+    @property
+    def results_apart(self) -> bool:
+        """Whether results live on a Redis of their own (INFERENCE_RESULT_REDIS_URL set and not REDIS_URL)."""
+        return self.results_url != self.redis_url
+
+    @property
+    def redacted_results_url(self) -> str:
+        return ";".join(redact(part) for part in self.results_url.split(";"))
 
     @property
     def redacted_redis_url(self) -> str:

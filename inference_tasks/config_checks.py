@@ -43,6 +43,21 @@ def check_sentinel_url(variable: str, url: str) -> None:
             raise ConfigError(f"{variable}: {redact(part)!r} is not sentinel://host:port")
 
 
+def database_on_every_part(url: str) -> str:
+    """A sentinel:// URL with its database on every `;`-separated part.
+
+    The documented form gives it once, on the last part (`sentinel://a:26379;sentinel://b:26379/2`), and
+    our own clients take it from whichever part has it; kombu and Celery read it from the first part
+    only, so without this the queues and results would sit in database 0 while `status` and the heads
+    read database 2.
+    """
+    parts = [urlsplit(part) for part in url.split(";")]
+    database = next((part.path.strip("/") for part in parts if part.path.strip("/")), "")
+    if not database:
+        return url
+    return ";".join(part._replace(path=f"/{database}").geturl() for part in parts)
+
+
 def redact(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
@@ -129,7 +144,7 @@ FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...]
 
 
 def check_redis(settings: Settings) -> None:
-    """REDIS_URL's scheme; a Sentinel URL's parts and master name (the broker's and Sidekiq's)."""
+    """REDIS_URL's scheme; a Sentinel URL's parts and master name (the broker's, the results' and Sidekiq's)."""
     scheme = urlsplit(settings.redis_url).scheme
     if scheme not in REDIS_SCHEMES:
         raise ConfigError(
@@ -143,6 +158,27 @@ def check_redis(settings: Settings) -> None:
                 f"REDIS_URL is a Sentinel URL: set {ENV_PREFIX}REDIS_SENTINEL_MASTER to the name of the master "
                 "group the sentinels monitor (as in `sentinel monitor <name> ...`)"
             )
+    if settings.result_redis_url:
+        variable = f"{ENV_PREFIX}RESULT_REDIS_URL"
+        scheme = urlsplit(settings.result_redis_url).scheme
+        if scheme not in REDIS_SCHEMES:
+            raise ConfigError(
+                f"{variable} must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
+                f"not {scheme!r}"
+            )
+        if scheme == SENTINEL_SCHEME:
+            check_sentinel_url(variable, settings.result_redis_url)
+            if not (settings.result_redis_sentinel_master or settings.redis_sentinel_master):
+                raise ConfigError(
+                    f"{variable} is a Sentinel URL: set {ENV_PREFIX}RESULT_REDIS_SENTINEL_MASTER to the name of "
+                    "the master group its sentinels monitor"
+                )
+    urls = (settings.redis_url, settings.result_redis_url or "", settings.sidekiq_redis_url or "")
+    if settings.redis_sentinel_tls and not any(urlsplit(url).scheme == SENTINEL_SCHEME for url in urls):
+        raise ConfigError(
+            f"{ENV_PREFIX}REDIS_SENTINEL_TLS=true needs a sentinel:// URL (REDIS_URL, {ENV_PREFIX}RESULT_REDIS_URL "
+            f"or {ENV_PREFIX}SIDEKIQ_REDIS_URL); for a plain Redis over TLS use rediss://"
+        )
     if settings.sidekiq_redis_url and urlsplit(settings.sidekiq_redis_url).scheme == SENTINEL_SCHEME:
         check_sentinel_url(f"{ENV_PREFIX}SIDEKIQ_REDIS_URL", settings.sidekiq_redis_url)
         if not (settings.sidekiq_redis_sentinel_master or settings.redis_sentinel_master):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -23,6 +25,7 @@ from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
     RedisServer,
+    TlsFiles,
     WorkerProcess,
 )
 from tests.support.programs import long_tests_wanted
@@ -131,3 +134,23 @@ def installed_gem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
     workdir = tmp_path_factory.mktemp("gem")
     return install_gem(build_gem(workdir), workdir / "gem-home")
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory) -> TlsFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is not installed (apt-get install openssl)")
+    where = tmp_path_factory.mktemp("tls")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+            "-days", "2", "-subj", "/CN=inference-tasks-test-ca")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=127.0.0.1")  # fmt: skip
+    (where / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    return TlsFiles(cert=where / "server.crt", key=where / "server.key", ca=where / "ca.crt")

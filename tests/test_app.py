@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import ssl
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from inference_tasks.clients.keys import queue_keys
 from inference_tasks.config import Settings
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK
 from tests.support.local import clean_env, start_redis
-from tests.support.localstack import REPO_ROOT, TlsFiles
+from tests.support.localstack import REPO_ROOT
 
 
 def test_wire_format_is_json_only():
@@ -70,26 +69,6 @@ def test_rediss_urls_get_certificate_checks_for_broker_and_backend():
     assert conf["broker_use_ssl"] == expected
     assert conf["redis_backend_use_ssl"] == expected
     assert "broker_use_ssl" not in celery_conf(Settings())
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory) -> TlsFiles:
-    """A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI."""
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is not installed (apt-get install openssl)")
-    where = tmp_path_factory.mktemp("tls")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-            "-days", "2", "-subj", "/CN=inference-tasks-test-ca")  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=127.0.0.1")  # fmt: skip
-    (where / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
-    return TlsFiles(cert=where / "server.crt", key=where / "server.key", ca=where / "ca.crt")
 
 
 PASSWORD = "correct-horse-battery-staple"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,16 @@ def test_empty_variables_keep_defaults():
             {"INFERENCE_SIDEKIQ_REDIS_URL": "sentinel://127.0.0.1:26379"},
             "set INFERENCE_SIDEKIQ_REDIS_SENTINEL_MASTER",
         ),
+        ({"INFERENCE_RESULT_REDIS_URL": "memcached://10.0.0.3"}, "INFERENCE_RESULT_REDIS_URL must be redis://"),
+        ({"INFERENCE_RESULT_REDIS_URL": "sentinel://127.0.0.1:26379"}, "set INFERENCE_RESULT_REDIS_SENTINEL_MASTER"),
+        (
+            {
+                "INFERENCE_RESULT_REDIS_URL": "sentinel://10.0.0.3:26379;10.0.0.4",
+                "INFERENCE_REDIS_SENTINEL_MASTER": "m",
+            },
+            "INFERENCE_RESULT_REDIS_URL: '10.0.0.4' is not sentinel://host:port",
+        ),
+        ({"INFERENCE_REDIS_SENTINEL_TLS": "true"}, "INFERENCE_REDIS_SENTINEL_TLS=true needs a sentinel:// URL"),
         ({"INFERENCE_DEVICE": "gpu"}, "INFERENCE_DEVICE must be cpu, cuda, cuda:N or auto, got 'gpu'"),
         ({"INFERENCE_DEVICE": "cuda:x"}, "INFERENCE_DEVICE must be cpu, cuda, cuda:N or auto"),
         ({"INFERENCE_CUDA_DTYPE": "int8"}, "INFERENCE_CUDA_DTYPE must be one of"),
@@ -154,7 +165,8 @@ def test_a_sentinel_url_names_every_sentinel_and_hides_the_password():
         }
     )
     assert settings.uses_sentinel and settings.redis_sentinel_master == "inference-primary"
-    assert settings.redacted_redis_url == "sentinel://:***@10.0.0.1:26379;sentinel://10.0.0.2:26379/2"
+    # The database, given once on the last part, goes on every part: kombu and Celery read the first.
+    assert settings.redacted_redis_url == "sentinel://:***@10.0.0.1:26379/2;sentinel://10.0.0.2:26379/2"
     from inference_tasks.app import create_app
 
     conf = create_app(settings).conf
@@ -162,6 +174,11 @@ def test_a_sentinel_url_names_every_sentinel_and_hides_the_password():
     assert conf.broker_transport_options["master_name"] == "inference-primary"
     assert conf.result_backend.startswith("inference_tasks.broker.result_backend:SentinelResultBackend+sentinel://")
     assert conf.result_backend_transport_options == {"master_name": "inference-primary"}
+    from kombu import Connection
+
+    assert Connection(conf.broker_url).virtual_host == "2"
+    app = create_app(settings)
+    assert app.backend.connparams["db"] == 2
 
 
 def test_task_events_can_be_turned_off_for_producers_and_workers_alike():
@@ -171,3 +188,64 @@ def test_task_events_can_be_turned_off_for_producers_and_workers_alike():
     off = create_app(Settings.from_env({"INFERENCE_TASK_EVENTS": "false"})).conf
     assert (on.worker_send_task_events, on.task_send_sent_event) == (True, True)
     assert (off.worker_send_task_events, off.task_send_sent_event) == (False, False)
+
+
+def test_results_can_live_on_a_redis_of_their_own_plain_tls_or_sentinel():
+    """INFERENCE_RESULT_REDIS_URL moves the result backend (its class, TLS and Sentinel options follow
+    that URL's scheme) and nothing of the broker; unset, results stay on REDIS_URL."""
+    from inference_tasks.app import celery_conf
+
+    shared = celery_conf(Settings.from_env({"REDIS_URL": "redis://broker:6379/0"}))
+    assert shared["result_backend"] == "inference_tasks.broker.result_backend:ResultBackend+redis://broker:6379/0"
+    assert not Settings.from_env({"REDIS_URL": "redis://broker:6379/0"}).results_apart
+
+    tls = Settings.from_env(
+        {
+            "REDIS_URL": "redis://broker:6379/0",
+            "INFERENCE_RESULT_REDIS_URL": "rediss://:pw@results:6380/2",
+            "INFERENCE_REDIS_TLS_CA_FILE": "/etc/ca.pem",
+        }
+    )
+    conf = celery_conf(tls)
+    assert tls.results_apart and tls.redacted_results_url == "rediss://:***@results:6380/2"
+    assert conf["broker_url"] == "redis://broker:6379/0" and "broker_use_ssl" not in conf
+    assert conf["result_backend"] == "inference_tasks.broker.result_backend:ResultBackend+rediss://:pw@results:6380/2"
+    assert conf["redis_backend_use_ssl"] == {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": "/etc/ca.pem"}
+
+    sentinel = Settings.from_env(
+        {
+            "REDIS_URL": "rediss://broker:6380/0",
+            "INFERENCE_RESULT_REDIS_URL": "sentinel://10.0.0.3:26379;sentinel://10.0.0.4:26379/1",
+            "INFERENCE_RESULT_REDIS_SENTINEL_MASTER": "results-primary",
+        }
+    )
+    conf = celery_conf(sentinel)
+    assert conf["broker_transport"] == "inference_tasks.broker.transport:Transport" and "broker_use_ssl" in conf
+    assert conf["result_backend"].startswith("inference_tasks.broker.result_backend:SentinelResultBackend+sentinel://")
+    assert conf["result_backend_transport_options"] == {"master_name": "results-primary"}
+    assert "redis_backend_use_ssl" not in conf
+
+
+def test_sentinel_over_tls_reaches_the_sentinels_and_the_primaries_over_tls():
+    """INFERENCE_REDIS_SENTINEL_TLS: kombu's and Celery's Sentinel get TLS keywords for the sentinels
+    (sentinel_kwargs) and TLS for the primary (broker_use_ssl, redis_backend_use_ssl)."""
+    from inference_tasks.app import celery_conf
+
+    settings = Settings.from_env(
+        {
+            "REDIS_URL": "sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379/0",
+            "INFERENCE_REDIS_SENTINEL_MASTER": "inference-primary",
+            "INFERENCE_REDIS_SENTINEL_TLS": "true",
+            "INFERENCE_REDIS_TLS_CA_FILE": "/etc/ca.pem",
+        }
+    )
+    conf = celery_conf(settings)
+    tls = {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_ca_certs": "/etc/ca.pem"}
+    assert conf["broker_use_ssl"] == tls and conf["redis_backend_use_ssl"] == tls
+    for options in (conf["broker_transport_options"], conf["result_backend_transport_options"]):
+        assert options["master_name"] == "inference-primary"
+        assert options["sentinel_kwargs"] == {"ssl": True, "socket_timeout": 1.0, "socket_connect_timeout": 1.0, **tls}
+    plain = celery_conf(
+        Settings.from_env({"REDIS_URL": "sentinel://10.0.0.1:26379", "INFERENCE_REDIS_SENTINEL_MASTER": "m"})
+    )
+    assert "broker_use_ssl" not in plain and "sentinel_kwargs" not in plain["broker_transport_options"]

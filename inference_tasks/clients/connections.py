@@ -18,22 +18,44 @@ COMMAND_TIMEOUT_S = 10.0
 
 
 @functools.cache
-def redis_for(url: str, ca_file: str | None = None, sentinel_master: str | None = None) -> redis.Redis:
+def redis_for(
+    url: str,
+    ca_file: str | None = None,
+    sentinel_master: str | None = None,
+    sentinel_tls: bool = False,
+    cert_reqs: str = "required",
+) -> redis.Redis:
     """One client per process and URL, created lazily in the process that uses it (never across a fork).
 
     A sentinel:// URL (`;`-separated sentinels) gives a client on the current primary of
     `sentinel_master`: redis-py asks the sentinels again whenever its connection fails, so commands
-    after a failover go to the new primary.
+    after a failover go to the new primary. With `sentinel_tls` the sentinels and the primary are
+    both reached over TLS.
     """
     if url.startswith("sentinel://"):
-        return _sentinel_master(url, sentinel_master)
-    options = {"ssl_ca_certs": ca_file} if url.startswith("rediss://") and ca_file else {}
+        return _sentinel_master(url, sentinel_master, tls_options(ca_file, cert_reqs) if sentinel_tls else None)
+    options = tls_options(ca_file, cert_reqs) if url.startswith("rediss://") else {}
     return redis.Redis.from_url(url, **options)
+
+
+def tls_options(ca_file: str | None, cert_reqs: str) -> dict[str, Any]:
+    """redis-py's TLS keywords: the certificate check (INFERENCE_REDIS_TLS_CERT_REQS) and its CA."""
+    return {"ssl_cert_reqs": cert_reqs, **({"ssl_ca_certs": ca_file} if ca_file else {})}
+
+
+def _client_for(settings: Any, url: str, master: str | None) -> redis.Redis:
+    return redis_for(url, settings.redis_tls_ca_file, master, settings.redis_sentinel_tls, settings.redis_tls_cert_reqs)
 
 
 def broker_redis(settings: Any) -> redis.Redis:
     """This process's client for the broker's Redis (REDIS_URL): heads, corpus pages, queue state."""
-    return redis_for(settings.redis_url, settings.redis_tls_ca_file, settings.redis_sentinel_master)
+    return _client_for(settings, settings.redis_url, settings.redis_sentinel_master)
+
+
+def result_redis(settings: Any) -> redis.Redis:
+    """This process's client for results' Redis (INFERENCE_RESULT_REDIS_URL, else the broker's):
+    embed_corpus pages, and what doctor, status and the exporter report about results."""
+    return _client_for(settings, settings.results_url, settings.results_sentinel_master)
 
 
 def sidekiq_redis(settings: Any) -> redis.Redis:
@@ -41,10 +63,10 @@ def sidekiq_redis(settings: Any) -> redis.Redis:
     if not settings.sidekiq_redis_url:
         return broker_redis(settings)
     master = settings.sidekiq_redis_sentinel_master or settings.redis_sentinel_master
-    return redis_for(settings.sidekiq_redis_url, settings.redis_tls_ca_file, master)
+    return _client_for(settings, settings.sidekiq_redis_url, master)
 
 
-def _sentinel_master(url: str, master: str | None) -> redis.Redis:
+def _sentinel_master(url: str, master: str | None, tls: dict[str, Any] | None) -> redis.Redis:
     from urllib.parse import urlsplit
 
     from redis.sentinel import Sentinel
@@ -55,5 +77,9 @@ def _sentinel_master(url: str, master: str | None) -> redis.Redis:
     # As kombu and Celery read it: the password and database come with the first part that has them.
     password = next((part.password for part in parts if part.password), None)
     database = next((int(part.path.strip("/")) for part in parts if part.path.strip("/")), 0)
-    sentinels = Sentinel([(part.hostname, part.port) for part in parts], socket_timeout=SENTINEL_TIMEOUT_S)
-    return sentinels.master_for(master, password=password, db=database, socket_timeout=COMMAND_TIMEOUT_S)
+    over_tls = {"ssl": True, **tls} if tls is not None else {}
+    sentinels = Sentinel(
+        [(part.hostname, part.port) for part in parts],
+        sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S, **over_tls},
+    )
+    return sentinels.master_for(master, password=password, db=database, socket_timeout=COMMAND_TIMEOUT_S, **over_tls)

@@ -55,35 +55,44 @@ class HostVerdict:
         return OVERSUBSCRIBED if self.compute_threads > self.cores else OK
 
 
-def redis_checks(ping_ok: bool, error: str, info: dict[str, Any], config: dict[str, str] | None) -> list[Check]:
-    """Reachability, persistence (AOF) and eviction policy of the Redis that holds the queues."""
+def redis_checks(
+    ping_ok: bool,
+    error: str,
+    info: dict[str, Any],
+    config: dict[str, str] | None,
+    label: str = "redis",
+    variable: str = "REDIS_URL",
+    holds: str = "queued and unacknowledged task",
+) -> list[Check]:
+    """Reachability, persistence (AOF) and eviction policy of one Redis: the one that holds the queues
+    (label "redis"), or results' own (label "result redis", INFERENCE_RESULT_REDIS_URL)."""
     if not ping_ok:
-        return [Check("redis", False, f"unreachable: {error}", "start Redis or fix REDIS_URL")]
-    checks = [Check("redis", True, f"reachable, version {info.get('redis_version', '?')}")]
+        return [Check(label, False, f"unreachable: {error}", f"start Redis or fix {variable}")]
+    checks = [Check(label, True, f"reachable, version {info.get('redis_version', '?')}")]
     if int(info.get("aof_enabled", 0)) == 1:
-        checks.append(Check("redis persistence", True, "AOF on (queued and unacked tasks survive a restart)"))
+        checks.append(Check(f"{label} persistence", True, f"AOF on (every {holds} survives a restart)"))
     else:
         checks.append(
             Check(
-                "redis persistence",
+                f"{label} persistence",
                 False,
-                "AOF off: a Redis restart loses every queued and unacknowledged task",
+                f"AOF off: a Redis restart loses every {holds}",
                 "appendonly yes, appendfsync everysec",
             )
         )
     if config is None:
         checks.append(
-            Check("redis eviction", True, "CONFIG is disabled on this server; check maxmemory-policy yourself")
+            Check(f"{label} eviction", True, "CONFIG is disabled on this server; check maxmemory-policy yourself")
         )
     else:
         policy = config.get("maxmemory-policy", "?")
         evicts = policy != "noeviction" and int(config.get("maxmemory", "0") or 0) > 0
         checks.append(
             Check(
-                "redis eviction",
+                f"{label} eviction",
                 not evicts,
                 f"maxmemory-policy {policy}, maxmemory {config.get('maxmemory', '?')}",
-                "maxmemory-policy noeviction (an evicted queue key is lost work)" if evicts else "",
+                "maxmemory-policy noeviction (an evicted key is lost work)" if evicts else "",
             )
         )
     return checks
@@ -268,12 +277,16 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
 
 def run_doctor(app: Any, console: Any, check_the_model: bool = True, timeout: float = 2.0) -> int:
     """Every check, printed; the exit code: 0 when all are OK, 1 otherwise."""
-    from inference_tasks.clients.connections import broker_redis
+    from inference_tasks.clients.connections import broker_redis, result_redis
 
     checks = redis_checks(*read_redis(broker_redis(app.settings)))
+    broker_ok = checks[0].ok
+    if app.settings.results_apart:
+        variable = f"{ENV_PREFIX}RESULT_REDIS_URL"
+        checks += redis_checks(*read_redis(result_redis(app.settings)), "result redis", variable, "stored result")
     if check_the_model:
         checks.append(check_model(app.settings))
-    replies = ask_workers(app, timeout) if checks[0].ok else {}
+    replies = ask_workers(app, timeout) if broker_ok else {}
     deadline = time.monotonic() + STARTING_CHILD_WAIT_S
     while _starting_children(replies) and time.monotonic() < deadline:  # a child records its threads once warm
         time.sleep(0.5)

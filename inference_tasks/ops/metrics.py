@@ -18,7 +18,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 from prometheus_client.registry import Collector
 
 from inference_tasks.clients import queue_state
-from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.connections import broker_redis, result_redis
 
 DEFAULT_BROADCAST_TIMEOUT_S = 1.0
 
@@ -31,10 +31,28 @@ class InferenceCollector(Collector):
     def collect(self) -> Iterator[Any]:
         started = time.perf_counter()
         yield from self._queue_metrics()
+        if self.app.settings.results_apart:
+            yield from self._result_redis_metrics()
         yield from self._worker_metrics()
         took = GaugeMetricFamily("inference_scrape_seconds", "Time this scrape took to read Redis and ask workers")
         took.add_metric([], time.perf_counter() - started)
         yield took
+
+    def _result_redis_metrics(self) -> Iterator[Any]:
+        """Results' own Redis (INFERENCE_RESULT_REDIS_URL), where set: up, memory used and its limit."""
+        up = GaugeMetricFamily("inference_result_redis_up", "1 if results' own Redis answered this scrape")
+        try:
+            memory = queue_state.redis_memory(result_redis(self.app.settings))
+        except Exception:  # noqa: BLE001 - Redis down is itself the reading
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield _gauge("inference_result_redis_used_memory_bytes", "Memory results' own Redis uses", memory.used_bytes)
+        yield _gauge(
+            "inference_result_redis_maxmemory_bytes", "maxmemory of results' own Redis (0: none)", memory.max_bytes
+        )
 
     def _queue_metrics(self) -> Iterator[Any]:
         up = GaugeMetricFamily("inference_redis_up", "1 if Redis answered this scrape")

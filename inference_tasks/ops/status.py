@@ -6,11 +6,11 @@ import datetime
 from typing import Any
 
 from inference_tasks.clients import queue_state
-from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.connections import broker_redis, result_redis
 
 
 def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10) -> int:
-    """Print the three tables; exit code 1 when Redis cannot be read, else 0."""
+    """Print the three tables; exit code 1 when Redis (the broker's, or results' own) cannot be read, else 0."""
     from rich.table import Table
 
     client = broker_redis(app.settings)
@@ -28,6 +28,8 @@ def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10
         table.add_row(queue, str(sum(entry.depth for entry in mine)), by_priority)
     console.print(table)
     console.print(f"unacknowledged (running or prefetched): {queues.unacked}   dead-lettered: {queues.dead_letters}")
+    if app.settings.results_apart and not show_result_redis(app.settings, console):
+        return 1
 
     replies = app.control.ping(timeout=timeout) or []
     workers = Table(title=f"workers online: {len(replies)}")
@@ -46,3 +48,18 @@ def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10
         failed.add_row(when, failure["task"], failure["id"], failure["hostname"], failure["error"])
     console.print(failed)
     return 0
+
+
+def show_result_redis(settings: Any, console: Any) -> bool:
+    """One line on results' own Redis (INFERENCE_RESULT_REDIS_URL): its memory; False if unreachable."""
+    try:
+        memory = queue_state.redis_memory(result_redis(settings))
+    except Exception as error:  # noqa: BLE001 - unreachable for whatever reason is the finding
+        console.print(f"[red]result Redis unreachable[/red] at {settings.redacted_results_url}: {error}")
+        return False
+    limit = f"{memory.max_bytes / 2**20:.1f} MiB" if memory.max_bytes else "no maxmemory"
+    console.print(
+        f"results at {settings.redacted_results_url}: {memory.used_bytes / 2**20:.1f} MiB used ({limit}, "
+        f"{memory.policy or '?'})"
+    )
+    return True

@@ -215,4 +215,5 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         **threads.thread_report(),
         "parent": {"pid": parent_pid, "os_threads": threads.os_thread_count(parent_pid)},
         "redis_url": self.app.settings.redacted_redis_url,
+        "result_redis_url": self.app.settings.redacted_results_url,
     }

@@ -16,7 +16,7 @@ import numpy as np
 from celery import Task, shared_task
 
 from inference_tasks import codec
-from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.connections import broker_redis, result_redis
 from inference_tasks.clients.keys import corpus_page_key
 from inference_tasks.ml import store
 from inference_tasks.ml.training import TRAIN_EPOCHS, accuracy, fit_softmax_head, stratified_split
@@ -209,7 +209,8 @@ def embed_corpus(
         vectors = model.encode(page, normalize=normalize)
         record = {"page": pages, "start": start, "count": len(page), "dim": model.dim, "encoding": encoding}
         record["embeddings"] = vectors.tolist() if encoding == JSON_ENCODING else codec.encode_vectors(vectors)
-        client.set(corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
+        # Pages are results: on INFERENCE_RESULT_REDIS_URL when set (the source list is the broker's).
+        result_redis(settings).set(corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
         pages += 1
         report_progress(self, "embedding", min(start + page_size, total), total)
     return {

@@ -117,16 +117,25 @@ def start_redis(
     raise RuntimeError(f"redis-server did not start; see {workdir / 'redis.log'}")
 
 
-def start_replica(primary: RedisServer, workdir: Path, wait_in_sync: bool = True) -> RedisServer:
-    """A redis-server replicating `primary`; with `wait_in_sync`, returned once its link is up."""
-    replica = start_redis(workdir, extra_args=("--replicaof", primary.host, str(primary.port)))
+def start_replica(
+    primary: RedisServer, workdir: Path, wait_in_sync: bool = True, tls: TlsFiles | None = None
+) -> RedisServer:
+    """A redis-server replicating `primary`; with `wait_in_sync`, returned once its link is up. With
+    `tls` it listens on TLS only and replicates over TLS."""
+    over_tls = ("--tls-replication", "yes") if tls else ()
+    replica = start_redis(workdir, tls=tls, extra_args=("--replicaof", primary.host, str(primary.port), *over_tls))
     if wait_in_sync:
         import redis
 
-        follower = redis.Redis(host=replica.host, port=replica.port, socket_timeout=2)
+        follower = redis.Redis(host=replica.host, port=replica.port, socket_timeout=2, **tls_client_options(tls))
         if not poll_until(lambda: follower.info("replication").get("master_link_status") == "up", 30):
             raise RuntimeError(f"replica of {primary.port} never came in sync; see {workdir / 'redis.log'}")
     return replica
+
+
+def tls_client_options(tls: TlsFiles | None) -> dict[str, object]:
+    """redis-py keywords for a test's client on a server started with `tls` (none without)."""
+    return {"ssl": True, "ssl_ca_certs": str(tls.ca)} if tls else {}
 
 
 @dataclass

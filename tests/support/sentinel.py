@@ -17,7 +17,15 @@ from pathlib import Path
 
 import redis
 
-from tests.support.localstack import MissingProgram, RedisServer, free_port, start_redis, start_replica
+from tests.support.localstack import (
+    MissingProgram,
+    RedisServer,
+    TlsFiles,
+    free_port,
+    start_redis,
+    start_replica,
+    tls_client_options,
+)
 from tests.support.waiting import poll_until
 
 MASTER_NAME = "inference-primary"
@@ -33,19 +41,24 @@ class SentinelCluster:
     # Replicas beyond the first (start_sentinel_cluster(replicas=N)): after a failover the promoted
     # primary still has a replica, which durable pushes (WAIT) need.
     more_replicas: list[RedisServer] = field(default_factory=list)
+    # Set: every node and sentinel listens on TLS only (start_sentinel_cluster(tls=...)).
+    tls: TlsFiles | None = None
 
     def url(self, db: int = 0) -> str:
         """REDIS_URL for workers and producers: every sentinel, `;`-separated (kombu's and Celery's form)."""
         return ";".join(f"sentinel://127.0.0.1:{port}" for port, _ in self.sentinels) + f"/{db}"
 
     def sentinel_client(self, index: int = 0) -> redis.Redis:
-        return redis.Redis(port=self.sentinels[index][0], socket_timeout=2, decode_responses=True)
+        return redis.Redis(
+            port=self.sentinels[index][0], socket_timeout=2, decode_responses=True, **tls_client_options(self.tls)
+        )
 
     def master_port(self) -> int | None:
         """The primary's port as the first sentinel that answers sees it."""
         for port, _ in self.sentinels:
             try:
-                address = redis.Redis(port=port, socket_timeout=1).sentinel_get_master_addr_by_name(self.master_name)
+                client = redis.Redis(port=port, socket_timeout=1, **tls_client_options(self.tls))
+                address = client.sentinel_get_master_addr_by_name(self.master_name)
             except redis.RedisError:
                 continue
             if address:
@@ -75,26 +88,37 @@ class SentinelCluster:
 
 
 def start_sentinel_cluster(
-    workdir: Path, down_after_ms: int = 1000, failover_timeout_ms: int = 5000, replicas: int = 1
+    workdir: Path,
+    down_after_ms: int = 1000,
+    failover_timeout_ms: int = 5000,
+    replicas: int = 1,
+    tls: TlsFiles | None = None,
 ) -> SentinelCluster:
     """Primary, `replicas` replicas (replicating, in sync) and three sentinels that all know them and
-    each other."""
+    each other. With `tls`, every one of them listens on TLS only, and replicates, monitors and
+    fails over over TLS (`tls-replication yes`)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
-    primary = start_redis(workdir / "primary")
-    replica = start_replica(primary, workdir / "replica", wait_in_sync=False)  # _wait_until_ready checks
-    cluster = SentinelCluster(MASTER_NAME, primary, replica)
+    primary = start_redis(workdir / "primary", tls=tls, extra_args=("--tls-replication", "yes") if tls else ())
+    replica = start_replica(primary, workdir / "replica", wait_in_sync=False, tls=tls)  # _wait_until_ready checks
+    cluster = SentinelCluster(MASTER_NAME, primary, replica, tls=tls)
     for index in range(1, replicas):
-        cluster.more_replicas.append(start_replica(primary, workdir / f"replica{index}", wait_in_sync=False))
+        cluster.more_replicas.append(start_replica(primary, workdir / f"replica{index}", wait_in_sync=False, tls=tls))
     try:
         for index in range(3):
             port = free_port()
             directory = workdir / f"sentinel{index}"
             directory.mkdir(parents=True, exist_ok=True)
             config = directory / "sentinel.conf"
+            listen = f"port {port}\n"
+            if tls:
+                listen = (
+                    f"port 0\ntls-port {port}\ntls-cert-file {tls.cert}\ntls-key-file {tls.key}\n"
+                    f"tls-ca-cert-file {tls.ca}\ntls-auth-clients no\ntls-replication yes\n"
+                )
             config.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {directory}\nlogfile {directory / 'sentinel.log'}\n"
+                f"{listen}bind 127.0.0.1\ndir {directory}\nlogfile {directory / 'sentinel.log'}\n"
                 f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary.port} 2\n"
                 f"sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}\n"
                 f"sentinel failover-timeout {MASTER_NAME} {failover_timeout_ms}\n"
@@ -110,7 +134,9 @@ def start_sentinel_cluster(
 
 def _wait_until_ready(cluster: SentinelCluster) -> None:
     """Every replica in sync with the primary, and every sentinel seeing every replica and two peers."""
-    replicas = [redis.Redis(port=server.port, socket_timeout=2) for server in (cluster.replica, *cluster.more_replicas)]
+    options = tls_client_options(cluster.tls)
+    servers = (cluster.replica, *cluster.more_replicas)
+    replicas = [redis.Redis(port=server.port, socket_timeout=2, **options) for server in servers]
 
     def ready() -> bool:
         try:
@@ -119,7 +145,7 @@ def _wait_until_ready(cluster: SentinelCluster) -> None:
             for port, _ in cluster.sentinels:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
                     pass
-                client = redis.Redis(port=port, socket_timeout=1)
+                client = redis.Redis(port=port, socket_timeout=1, **options)
                 views.append(
                     (
                         len(client.sentinel_slaves(cluster.master_name)),

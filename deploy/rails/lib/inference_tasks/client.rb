@@ -17,13 +17,19 @@ module InferenceTasks
     # durable: true makes every enqueue wait until durable_replicas replicas hold the push (Redis
     # WAIT, at most durable_timeout seconds) and raise NotReplicated otherwise; enqueue(durable:)
     # decides per call.
+    # results: a Redis client on the workers' result Redis when INFERENCE_RESULT_REDIS_URL puts results
+    # on a Redis of their own (the default reads that variable); nil: results are on redis.
     def initialize(redis: Redis.new(url: ENV.fetch("REDIS_URL", "redis://127.0.0.1:6379/0")), max_queue_depth: nil,
-                   durable: false, durable_replicas: 1, durable_timeout: 1.0)
+                   durable: false, durable_replicas: 1, durable_timeout: 1.0, results: Client.default_results)
       if max_queue_depth && !(max_queue_depth.is_a?(Integer) && max_queue_depth.positive?)
         raise ArgumentError, "max_queue_depth must be a positive Integer or nil"
       end
+      unless results.nil? || results.respond_to?(:eval)
+        raise ArgumentError, "results must be a Redis client (on INFERENCE_RESULT_REDIS_URL) or nil"
+      end
 
       @redis = redis
+      @results = results || redis
       @max_queue_depth = max_queue_depth
       @durable = durable
       @durable_replicas = Wire.check_durable_replicas(durable_replicas)
@@ -93,9 +99,15 @@ module InferenceTasks
       enqueue("inference.embed_corpus", [], with_model(kwargs, model), queue: queue || training_queue(model), **options)
     end
 
+    # A client on INFERENCE_RESULT_REDIS_URL when the environment sets it (the workers' setting), else nil.
+    def self.default_results
+      url = ENV.fetch("INFERENCE_RESULT_REDIS_URL", "")
+      url.empty? ? nil : Redis.new(url: url)
+    end
+
     # {"stage" => ..., "done" => n, "total" => n} while a training task reports PROGRESS, else nil.
     def progress(task_id)
-      raw = @redis.get(Wire::RESULT_KEY_PREFIX + task_id)
+      raw = @results.get(Wire::RESULT_KEY_PREFIX + task_id)
       meta = raw && JSON.parse(raw)
       meta && meta["status"] == "PROGRESS" ? meta["result"] : nil
     end
@@ -178,7 +190,7 @@ module InferenceTasks
     # result is deleted from Redis by the read that returns it, unless keep: true.
     def result(task_id, keep: false)
       key = Wire::RESULT_KEY_PREFIX + task_id
-      raw = keep ? @redis.get(key) : @redis.eval(Wire::READ_FINISHED_RESULT, keys: [key])
+      raw = keep ? @results.get(key) : @results.eval(Wire::READ_FINISHED_RESULT, keys: [key])
       return nil if raw.nil?
 
       meta = JSON.parse(raw)
@@ -191,7 +203,7 @@ module InferenceTasks
 
     # The current state: "PENDING" (unknown or not started), "STARTED", "SUCCESS", "FAILURE", ...
     def state(task_id)
-      raw = @redis.get(Wire::RESULT_KEY_PREFIX + task_id)
+      raw = @results.get(Wire::RESULT_KEY_PREFIX + task_id)
       raw.nil? ? "PENDING" : JSON.parse(raw).fetch("status")
     end
 
