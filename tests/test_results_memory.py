@@ -183,3 +183,23 @@ def test_a_result_redis_refuses_is_retried_then_the_task_goes_back_to_its_queue(
     value = producer.collect(result, RESULT_TIMEOUT_S)
     assert value["attempt"] == 2 and len(value["payload"]) == 300_000
     assert client.llen(marker) == 2
+
+
+def test_a_worker_started_on_a_full_redis_waits_for_room_then_serves(full_redis_worker):
+    """A starting consumer's queue declaration (MULTI), bindings (SADD) and first sweep (SET NX) are
+    all refused at maxmemory, and a worker started then used to exit (the chaos soak's rolling
+    restart during a full Redis lost both workers). It now waits, says so, and serves once there is
+    room."""
+    worker, _, fill, make_room = full_redis_worker
+    assert worker.stop() == 0
+    fill()
+    try:
+        worker.launch(wait_ready=False)
+        wait_until(lambda: "waits for room to start" in worker.log(), 120, "the worker to wait for room")
+        assert worker.process.poll() is None
+    finally:
+        make_room()
+    worker.wait_ready()
+    assert "Redis has room again after" in worker.log()
+    result = worker.app.send_task(EMBED_TASK, args=[["served after the room came back"]])
+    assert result.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384

@@ -47,6 +47,19 @@ def _client_for(settings: Any, url: str, master: str | None) -> redis.Redis:
     return redis_for(url, settings.redis_tls_ca_file, master, settings.redis_sentinel_tls, settings.redis_tls_cert_reqs)
 
 
+def uncached_broker_redis(settings: Any) -> redis.Redis:
+    """A client on the broker's Redis that is not this process's shared one: for a worker's main
+    process before it forks (a cached client would follow every child), to be closed after use."""
+    client = redis_for.__wrapped__(
+        settings.redis_url, settings.redis_tls_ca_file, settings.redis_sentinel_master, settings.redis_sentinel_tls,
+        settings.redis_tls_cert_reqs,
+    )  # fmt: skip
+    # A Redis that does not answer must not hold the worker's start for the OS's TCP timeout.
+    client.connection_pool.connection_kwargs.update(socket_connect_timeout=SENTINEL_TIMEOUT_S * 5,
+                                                    socket_timeout=COMMAND_TIMEOUT_S)  # fmt: skip
+    return client
+
+
 def broker_redis(settings: Any) -> redis.Redis:
     """This process's client for the broker's Redis (REDIS_URL): heads, corpus pages, queue state."""
     return _client_for(settings, settings.redis_url, settings.redis_sentinel_master)

@@ -30,7 +30,7 @@ from celery.signals import (
 from inference_tasks import devices
 from inference_tasks.app import is_inference_app as ours
 from inference_tasks.clients import queue_state
-from inference_tasks.clients.connections import broker_redis
+from inference_tasks.clients.connections import broker_redis, uncached_broker_redis
 from inference_tasks.worker import (
     control,  # noqa: F401 - registers the `inference_processes` remote control command
     recycling,
@@ -41,6 +41,7 @@ from inference_tasks.worker import (
 from inference_tasks.worker.context import WorkerContext, current, start
 from inference_tasks.worker.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.models import LOAD_IN_CHILD, LOAD_PRELOADED, place_model
+from inference_tasks.worker.redis_room import wait_until_redis_has_room
 from inference_tasks.worker.start_checks import (
     refuse_memory_limit_below_footprint,
     refuse_to_start_without_a_model,
@@ -103,6 +104,12 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         preload_model(ctx, settings)
     if prefork and record.threads == 1 and settings.adaptive_threads:
         ctx.budget = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
+    # Last: the consumer connects right after worker_init, and cannot start on a full Redis.
+    client = uncached_broker_redis(settings)
+    try:
+        wait_until_redis_has_room(client)
+    finally:
+        client.close()
 
 
 def preload_model(ctx: WorkerContext, settings: Any) -> None:
