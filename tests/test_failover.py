@@ -61,6 +61,8 @@ def after_failover(cluster, url: str, workdir) -> dict:
     }
 
 
+# Long: the chaos soak's quick run (tests/test_chaos.py) covers this fault in the default suite.
+@pytest.mark.long
 @pytest.mark.timeout(400)
 def test_killing_the_primary_under_load_loses_nothing(tmp_path):
     report = run_failover(

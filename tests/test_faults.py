@@ -256,6 +256,8 @@ def test_a_poison_task_is_retried_a_bounded_number_of_times_then_failed(fault_wo
     report("poison task", attempts=redis.llen(marker), valid_sent=50, completed=states["SUCCESS"], lost=0)
 
 
+# Long: the chaos soak's quick run (tests/test_chaos.py) covers this fault in the default suite.
+@pytest.mark.long
 def test_children_killed_mid_task_under_load_lose_nothing(fault_worker):
     """120 tasks of 64 texts (each goes alone: at or above the micro-batch size); three times during the
     run a child seen running a task (its state STARTED with that child's pid) is killed with SIGKILL:

@@ -67,6 +67,8 @@ def client(net_host, redis_url: str, *args: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+# Long: the chaos soak's quick run (tests/test_chaos.py) covers this fault in the default suite.
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_hosts_serve_fail_over_on_a_partition_and_join_under_load(tmp_path):
     need_root_networking()

@@ -118,12 +118,19 @@ def start_redis(
 
 
 def start_replica(
-    primary: RedisServer, workdir: Path, wait_in_sync: bool = True, tls: TlsFiles | None = None
+    primary: RedisServer,
+    workdir: Path,
+    wait_in_sync: bool = True,
+    tls: TlsFiles | None = None,
+    extra_args: tuple[str, ...] = (),
+    port: int | None = None,
 ) -> RedisServer:
     """A redis-server replicating `primary`; with `wait_in_sync`, returned once its link is up. With
     `tls` it listens on TLS only and replicates over TLS."""
     over_tls = ("--tls-replication", "yes") if tls else ()
-    replica = start_redis(workdir, tls=tls, extra_args=("--replicaof", primary.host, str(primary.port), *over_tls))
+    replica = start_redis(
+        workdir, tls=tls, port=port, extra_args=("--replicaof", primary.host, str(primary.port), *over_tls, *extra_args)
+    )
     if wait_in_sync:
         import redis
 

@@ -68,6 +68,7 @@ class Network:
     prefix: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}")
     hosts: list[Host] = field(default_factory=list)
     _numbers: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _here: str = ""  # the veth end attach_here put in this process's namespace
 
     @property
     def switch(self) -> str:
@@ -106,6 +107,21 @@ class Network:
         _ip("-n", namespace, "link", "set", "eth0", "up")
         return host
 
+    def attach_here(self, number: int = 254) -> str:
+        """Give the namespace this process runs in an address on the switch (SUBNET.number): what it
+        runs (Redis, sentinels, producers) is then reachable from every host, and reaches them. The
+        link goes with the switch's namespace on close."""
+        inside, outside = f"{self.prefix}r0", f"{self.prefix}r1"
+        address = f"{SUBNET}.{number}"
+        _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
+        self._here = inside
+        _ip("link", "set", outside, "netns", self.switch)
+        _ip("-n", self.switch, "link", "set", outside, "master", "br0")
+        _ip("-n", self.switch, "link", "set", outside, "up")
+        _ip("addr", "add", f"{address}/24", "dev", inside)
+        _ip("link", "set", inside, "up")
+        return address
+
     def cut(self, host: Host) -> None:
         """Partition `host`: its link to the switch goes down; its processes keep running."""
         _ip("-n", self.switch, "link", "set", host.bridge_port, "down")
@@ -114,7 +130,10 @@ class Network:
         _ip("-n", self.switch, "link", "set", host.bridge_port, "up")
 
     def close(self) -> None:
-        """Delete every namespace made here (their veth ends go with them)."""
+        """Delete every namespace made here (their veth ends go with them), and this namespace's link."""
+        if self._here:
+            subprocess.run(["ip", "link", "delete", self._here], capture_output=True)
+            self._here = ""
         for namespace in [host.namespace for host in self.hosts] + [self.switch]:
             subprocess.run(["ip", "netns", "delete", namespace], capture_output=True)
         self.hosts.clear()
@@ -124,11 +143,18 @@ class Network:
 
 
 def remove_stale_namespaces() -> None:
-    """Namespaces with our prefix whose run (the pid in the prefix) died before cleaning up."""
+    """Namespaces with our prefix whose run (the pid in the prefix) died before cleaning up, and the
+    link such a run gave its own namespace (attach_here)."""
     for name in namespaces_left():
         owner = name.removeprefix(PREFIX).split("-", 1)[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    for line in links.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        owner = name.removeprefix(PREFIX).removesuffix("r0")
+        if name.startswith(PREFIX) and name.endswith("r0") and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            subprocess.run(["ip", "link", "delete", name], capture_output=True)
 
 
 def namespaces_left(prefix: str = PREFIX) -> list[str]:

@@ -44,9 +44,10 @@ class SentinelCluster:
     # Set: every node and sentinel listens on TLS only (start_sentinel_cluster(tls=...)).
     tls: TlsFiles | None = None
 
-    def url(self, db: int = 0) -> str:
-        """REDIS_URL for workers and producers: every sentinel, `;`-separated (kombu's and Celery's form)."""
-        return ";".join(f"sentinel://127.0.0.1:{port}" for port, _ in self.sentinels) + f"/{db}"
+    def url(self, db: int = 0, host: str = "127.0.0.1") -> str:
+        """REDIS_URL for workers and producers: every sentinel, `;`-separated (kombu's and Celery's form);
+        `host`: the address to reach them at (one they bind: start_sentinel_cluster(bind=...))."""
+        return ";".join(f"sentinel://{host}:{port}" for port, _ in self.sentinels) + f"/{db}"
 
     def sentinel_client(self, index: int = 0) -> redis.Redis:
         return redis.Redis(
@@ -93,18 +94,26 @@ def start_sentinel_cluster(
     failover_timeout_ms: int = 5000,
     replicas: int = 1,
     tls: TlsFiles | None = None,
+    announce: str = "127.0.0.1",
 ) -> SentinelCluster:
     """Primary, `replicas` replicas (replicating, in sync) and three sentinels that all know them and
     each other. With `tls`, every one of them listens on TLS only, and replicates, monitors and
-    fails over over TLS (`tls-replication yes`)."""
+    fails over over TLS (`tls-replication yes`). With `announce` (an address of this host other than
+    loopback, e.g. on a simulated network), every one of them also listens there, and the sentinels
+    name the primary and replicas by it, so hosts elsewhere can follow them."""
+    bind = node_bind(announce)
     binary = shutil.which("redis-server")
     if binary is None:
         raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
-    primary = start_redis(workdir / "primary", tls=tls, extra_args=("--tls-replication", "yes") if tls else ())
-    replica = start_replica(primary, workdir / "replica", wait_in_sync=False, tls=tls)  # _wait_until_ready checks
+    over_tls = ("--tls-replication", "yes") if tls else ()
+    primary = start_redis(workdir / "primary", tls=tls, extra_args=(*bind, *over_tls))
+    primary.host = announce
+    replica = start_replica(primary, workdir / "replica", wait_in_sync=False, tls=tls, extra_args=bind)
     cluster = SentinelCluster(MASTER_NAME, primary, replica, tls=tls)
     for index in range(1, replicas):
-        cluster.more_replicas.append(start_replica(primary, workdir / f"replica{index}", wait_in_sync=False, tls=tls))
+        cluster.more_replicas.append(
+            start_replica(primary, workdir / f"replica{index}", wait_in_sync=False, tls=tls, extra_args=bind)
+        )
     try:
         for index in range(3):
             port = free_port()
@@ -117,9 +126,10 @@ def start_sentinel_cluster(
                     f"port 0\ntls-port {port}\ntls-cert-file {tls.cert}\ntls-key-file {tls.key}\n"
                     f"tls-ca-cert-file {tls.ca}\ntls-auth-clients no\ntls-replication yes\n"
                 )
+            addresses = " ".join(dict.fromkeys(("127.0.0.1", announce)))
             config.write_text(
-                f"{listen}bind 127.0.0.1\ndir {directory}\nlogfile {directory / 'sentinel.log'}\n"
-                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary.port} 2\n"
+                f"{listen}bind {addresses}\nprotected-mode no\ndir {directory}\n"
+                f"logfile {directory / 'sentinel.log'}\nsentinel monitor {MASTER_NAME} {announce} {primary.port} 2\n"
                 f"sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}\n"
                 f"sentinel failover-timeout {MASTER_NAME} {failover_timeout_ms}\n"
                 f"sentinel parallel-syncs {MASTER_NAME} 1\n"
@@ -130,6 +140,13 @@ def start_sentinel_cluster(
         cluster.stop()
         raise
     return cluster
+
+
+def node_bind(announce: str) -> tuple[str, ...]:
+    """redis-server options to listen on loopback and on `announce` too (none for loopback alone)."""
+    if announce == "127.0.0.1":
+        return ()
+    return ("--bind", "127.0.0.1", announce, "--protected-mode", "no")
 
 
 def _wait_until_ready(cluster: SentinelCluster) -> None:
