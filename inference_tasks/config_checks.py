@@ -143,36 +143,32 @@ FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...]
 )
 
 
-def check_redis(settings: Settings) -> None:
-    """REDIS_URL's scheme; a Sentinel URL's parts and master name (the broker's, the results' and Sidekiq's)."""
-    scheme = urlsplit(settings.redis_url).scheme
+def check_redis_url(variable: str, url: str, master: str | None, master_variable: str) -> None:
+    """One Redis URL: its scheme, and for a Sentinel URL its parts and the master name that goes with it."""
+    scheme = urlsplit(url).scheme
     if scheme not in REDIS_SCHEMES:
         raise ConfigError(
-            f"REDIS_URL must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
+            f"{variable} must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
             f"not {scheme!r}"
         )
     if scheme == SENTINEL_SCHEME:
-        check_sentinel_url("REDIS_URL", settings.redis_url)
-        if not settings.redis_sentinel_master:
+        check_sentinel_url(variable, url)
+        if not master:
             raise ConfigError(
-                f"REDIS_URL is a Sentinel URL: set {ENV_PREFIX}REDIS_SENTINEL_MASTER to the name of the master "
-                "group the sentinels monitor (as in `sentinel monitor <name> ...`)"
+                f"{variable} is a Sentinel URL: set {master_variable} to the name of the master group the "
+                "sentinels monitor (as in `sentinel monitor <name> ...`)"
             )
+
+
+def check_redis(settings: Settings) -> None:
+    """The broker's, the results' and Sidekiq's Redis URLs (schemes, Sentinel parts and master names)."""
+    check_redis_url(
+        "REDIS_URL", settings.redis_url, settings.redis_sentinel_master, f"{ENV_PREFIX}REDIS_SENTINEL_MASTER"
+    )
     if settings.result_redis_url:
-        variable = f"{ENV_PREFIX}RESULT_REDIS_URL"
-        scheme = urlsplit(settings.result_redis_url).scheme
-        if scheme not in REDIS_SCHEMES:
-            raise ConfigError(
-                f"{variable} must be redis://, rediss://, unix:// or sentinel://host:port;sentinel://host:port[/db], "
-                f"not {scheme!r}"
-            )
-        if scheme == SENTINEL_SCHEME:
-            check_sentinel_url(variable, settings.result_redis_url)
-            if not (settings.result_redis_sentinel_master or settings.redis_sentinel_master):
-                raise ConfigError(
-                    f"{variable} is a Sentinel URL: set {ENV_PREFIX}RESULT_REDIS_SENTINEL_MASTER to the name of "
-                    "the master group its sentinels monitor"
-                )
+        master = settings.result_redis_sentinel_master or settings.redis_sentinel_master
+        check_redis_url(f"{ENV_PREFIX}RESULT_REDIS_URL", settings.result_redis_url, master,
+                        f"{ENV_PREFIX}RESULT_REDIS_SENTINEL_MASTER")  # fmt: skip
     urls = (settings.redis_url, settings.result_redis_url or "", settings.sidekiq_redis_url or "")
     if settings.redis_sentinel_tls and not any(urlsplit(url).scheme == SENTINEL_SCHEME for url in urls):
         raise ConfigError(

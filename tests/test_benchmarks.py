@@ -168,6 +168,7 @@ def test_recycle_gaps_pair_each_new_child_with_the_child_it_replaced():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_microbatch_harness_compares_batched_and_unbatched(tmp_path):
     """Both workers answer every scenario; the batched one really ran batches."""
     report = _run("microbatch", tmp_path / "microbatch.json")
@@ -191,6 +192,7 @@ def test_microbatch_harness_compares_token_bounded_and_texts_only_passes(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_durable_harness_compares_plain_and_durable_sends(tmp_path):
     report = _run("durable", tmp_path / "durable.json")
     assert set(report["results"]) == {"plain", "durable"}
@@ -208,6 +210,7 @@ def test_failover_harness_runs_durable_on_two_replicas(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
     """The GPU check (benchmarks/gpu_check.py) at smoke size with --devices cpu: per-child devices are
     reported and the worker's main process has no CUDA context."""

@@ -286,12 +286,12 @@ def test_children_killed_mid_task_under_load_lose_nothing(fault_worker):
            duplicated=duplicated)  # fmt: skip
 
 
-LEASE_TEST_VISIBILITY_S = 8
+LEASE_TEST_VISIBILITY_S = 6
 LEASE_TEST_RENEW_S = 2
 
 
 def test_leases_keep_long_tasks_and_a_dead_workers_tasks_come_back_fast(start_worker):
-    """A 14 s task outlives an 8 s visibility timeout without a second delivery (its lease is renewed);
+    """A 10 s task outlives a 6 s visibility timeout without a second delivery (its lease is renewed);
     then kill -9 of a whole worker holding a task: another worker runs it within timeout + sweep.
     Shorter than the shipped 20 s / 5 s so the test takes half a minute less; the mechanism is the same."""
     leases = {"visibility_timeout_s": LEASE_TEST_VISIBILITY_S, "lease_renew_interval_s": LEASE_TEST_RENEW_S}
@@ -300,7 +300,7 @@ def test_leases_keep_long_tasks_and_a_dead_workers_tasks_come_back_fast(start_wo
     redis = redis_client(first.redis_url)
 
     long_marker = f"attempts:{uuid.uuid4()}"
-    long_task = first.app.send_task("tests.hold", args=[long_marker, 14.0])
+    long_task = first.app.send_task("tests.hold", args=[long_marker, 10.0])
     assert long_task.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
     assert redis.llen(long_marker) == 1
 
@@ -354,7 +354,7 @@ def test_redis_restart_under_load_loses_nothing(start_worker, aof_redis, tmp_pat
 
 
 def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worker):
-    """Two workers restarted one at a time (TERM, wait, start) while a producer sends 300 tasks at a steady
+    """Two workers restarted one at a time (TERM, wait, start) while a producer sends 220 tasks at a steady
     rate: all succeed, none twice; a task running when TERM arrives finishes on the old worker."""
     first = start_worker(concurrency=2, include=PROBES)
     second = start_worker(concurrency=2, include=PROBES, redis_url=first.redis_url)
@@ -363,7 +363,7 @@ def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worke
 
     def produce() -> None:
         app = producer_app(first.redis_url)  # its own connections: apps are not shared across threads
-        for _ in range(300):
+        for _ in range(220):
             results.append(app.send_task(EMBED_TASK, args=[BATCH]))
             time.sleep(0.08)
         sending.set()
@@ -380,11 +380,11 @@ def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worke
         worker.launch()
     producer.join()
     states = wait_all(results)
-    assert states == {"SUCCESS": 300}, states
+    assert states == {"SUCCESS": 220}, states
     assert running.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
     duplicated = count_repeats(results, first, second)
     assert duplicated == 0
-    report("rolling restart", sent=300, completed=300, lost=0, duplicated=duplicated, running_task_attempts=1)
+    report("rolling restart", sent=220, completed=220, lost=0, duplicated=duplicated, running_task_attempts=1)
 
 
 def freeze_with_an_empty_pipe(child: int) -> None:

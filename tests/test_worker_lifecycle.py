@@ -207,6 +207,8 @@ def test_a_child_runs_at_most_its_task_limit_even_when_its_tasks_come_in_a_micro
     assert max(per_child.values()) <= 5 and len(per_child) >= 3, per_child
 
 
+# Long: the chaos soak's quick run (tests/test_chaos.py) kills a child under load in the default suite.
+@pytest.mark.long
 def test_a_child_killed_mid_task_loses_nothing(start_worker):
     """kill -9 of the child running a task: the task is requeued, runs again, and succeeds."""
     worker = start_worker(concurrency=2, include="tests.worker_probes")

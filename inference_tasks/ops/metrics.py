@@ -23,6 +23,9 @@ from inference_tasks.clients.connections import broker_redis, result_redis
 DEFAULT_BROADCAST_TIMEOUT_S = 1.0
 
 
+RESULT_REDIS_UP = "1 if the results Redis (INFERENCE_RESULT_REDIS_URL) answered this scrape"
+
+
 class InferenceCollector(Collector):
     def __init__(self, app: Any, broadcast_timeout: float = DEFAULT_BROADCAST_TIMEOUT_S) -> None:
         self.app = app
@@ -40,15 +43,12 @@ class InferenceCollector(Collector):
 
     def _result_redis_metrics(self) -> Iterator[Any]:
         """Results' own Redis (INFERENCE_RESULT_REDIS_URL), where set: up, memory used and its limit."""
-        up = GaugeMetricFamily("inference_result_redis_up", "1 if results' own Redis answered this scrape")
         try:
             memory = queue_state.redis_memory(result_redis(self.app.settings))
         except Exception:  # noqa: BLE001 - Redis down is itself the reading
-            up.add_metric([], 0)
-            yield up
+            yield _gauge("inference_result_redis_up", RESULT_REDIS_UP, 0)
             return
-        up.add_metric([], 1)
-        yield up
+        yield _gauge("inference_result_redis_up", RESULT_REDIS_UP, 1)
         yield _gauge("inference_result_redis_used_memory_bytes", "Memory results' own Redis uses", memory.used_bytes)
         yield _gauge(
             "inference_result_redis_maxmemory_bytes", "maxmemory of results' own Redis (0: none)", memory.max_bytes
