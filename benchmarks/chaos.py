@@ -210,8 +210,18 @@ def account(ledger: Ledger, injector: faults.Injector, runs: Counter[str], recei
         task_id for task_id, entry in valid.items()
         if entry.kind == "reply" and entry.state is not None and not 1 <= entry.replies <= max(runs[task_id], 1)
     ]  # fmt: skip
-    if wrong_replies:
-        problems.append(f"{len(wrong_replies)} replying task(s) without one reply job per run: {wrong_replies[:5]}")
+    # A known gap (docs/reliability.md, "Chaos soak"): a reply job whose push Redis refuses (full) or
+    # cannot take (failing over) is logged and dropped, not retried. Reported apart; any other reply
+    # mismatch is a problem.
+    redis_faults = [event for event in events if event.kind in ("redis-full", "primary-kill")]
+    replies_lost_to_full_redis = [
+        task_id for task_id in wrong_replies
+        if any(event.start - 1 <= at <= event.end + RECOVERY_S for _, at in received.get(task_id, [])
+               for event in redis_faults)
+    ]  # fmt: skip
+    other_replies = [task_id for task_id in wrong_replies if task_id not in replies_lost_to_full_redis]
+    if other_replies:
+        problems.append(f"{len(other_replies)} replying task(s) without one reply job per run: {other_replies[:5]}")
     if injector.errors:
         problems.append(f"faults that could not be done: {injector.errors}")
     if baseline is not None and final_memory - baseline > MEMORY_TOLERANCE_BYTES:
@@ -255,6 +265,7 @@ def account(ledger: Ledger, injector: faults.Injector, runs: Counter[str], recei
             "ran_twice_accounted": len(twice) - len(unaccounted),
             "ran_twice_unaccounted": unaccounted[:20],
             "reply_jobs": dict(Counter(replies)),
+            "reply_jobs_dropped_by_a_full_or_failing_over_redis": replies_lost_to_full_redis[:20],
         },
         "send_errors_retried": dict(ledger.send_errors),
         # Worker starts that exited before "ready." (started again, as systemd would): a worker cannot
