@@ -235,3 +235,13 @@ def test_soak_harness_samples_memory_raises_queue_full_loses_nothing_and_plots(t
     assert {sample["phase"] for sample in report["samples"]} == {"steady", "burst", "kept"}
     png = (tmp_path / "soak.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_take_benchmark_measures_both_priorities(tmp_path):
+    report = _run("take", tmp_path / "take.json")
+    rows = report["results"]
+    assert set(rows) == {"priority 0 (watched)", "priority 5 (not watched)"}
+    assert all(row["tasks"] == 10 and row["p50_ms"] > 0 for row in rows.values())
+    assert report["back_to_back_tasks_per_s"] > 0

@@ -13,7 +13,27 @@ from collections.abc import Callable
 PINNED: dict[str, tuple[str, str]] = {
     "kombu.transport.redis:Channel._brpop_read": (
         "c42518699709f2df",
-        "transport.Channel._brpop_read (a copy, plus screening)",
+        "transport.Channel._brpop_read (called for remote-control reply queues; ours reads a take's reply)",
+    ),
+    "kombu.transport.redis:Channel._brpop_start": (
+        "06723d707ddf2240",
+        "transport.Channel._brpop_start (sends the take instead; sets _in_poll and _brpop_sent_at as it does)",
+    ),
+    "kombu.transport.redis:MultiChannelPoller._register_BRPOP": (
+        "85724582464a615f",
+        "transport.Channel._brpop_start (called when _in_poll is not set; the reply read on readable)",
+    ),
+    "kombu.transport.redis:MultiChannelPoller.maybe_check_brpop_health": (
+        "0dc592e46353a0fc",
+        "transport.Channel._brpop_start (_brpop_sent_at and brpop_timeout bound the wait for a take's reply)",
+    ),
+    "kombu.transport.redis:Channel._do_restore_message": (
+        "8b430df94e45b5b0",
+        "fetch.TAKE_SCRIPT (the record [message, exchange, routing key] it restores from)",
+    ),
+    "kombu.transport.virtual.base:Channel._lookup": (
+        "82b0e60149b5e172",
+        "fetch.TAKE_SCRIPT (the anonymous exchange routes a restored message to the routing key's queue)",
     ),
     "kombu.transport.redis:Channel._get": ("be26a9f1eb4cf8da", "transport.Channel._get (a copy, plus screening)"),
     "kombu.transport.redis:Channel._create_client": (
@@ -76,7 +96,10 @@ PINNED: dict[str, tuple[str, str]] = {
         "request._raw_bytes and qos.QoS._record_unacked (Message._raw is the envelope)",
     ),
     "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "qos.QoS.reject (a refused requeue stays unacked)"),
-    "kombu.transport.redis:QoS.restore_by_tag": ("58e161d81b6fe18d", "qos.QoS.reject (what a requeue writes)"),
+    "kombu.transport.redis:QoS.restore_by_tag": (
+        "58e161d81b6fe18d",
+        "qos.QoS.reject (what a requeue writes); qos.QoS.restore_by_tag (what it raises on a bad record)",
+    ),
     "kombu.transport.redis:QoS.restore_visible": (
         "d4a4a40a3eaf9f23",
         "leases.py (the sweep that returns expired messages)",

@@ -50,6 +50,11 @@ class QoS(kombu_redis.QoS):
     _acks_pending: list[str] | None = None
     _acks_due: Any = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Delivery tags whose unacked record the take script (fetch.py) wrote with the take itself.
+        self.recorded_by_take: set[str] = set()
+
     def restore_unacked_once(self, stderr: Any = None) -> Any:
         """kombu's restore of this channel's unacked messages as it closes, unless the transport has
         let go of its connection.
@@ -72,6 +77,9 @@ class QoS(kombu_redis.QoS):
         return super().restore_unacked_once(stderr)
 
     def append(self, message: Any, delivery_tag: str) -> None:
+        if delivery_tag in self.recorded_by_take:  # written with the take: only kombu's own bookkeeping
+            self.recorded_by_take.discard(delivery_tag)
+            return virtual.QoS.append(self, message, delivery_tag)
         started = time.monotonic()
         last_log: float | None = None
         while True:
@@ -104,6 +112,31 @@ class QoS(kombu_redis.QoS):
             pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()}).hset(self.unacked_key, delivery_tag, record)
             pipe.execute()
         virtual.QoS.append(self, message, delivery_tag)
+
+    def discard(self, delivery_tag: str) -> None:
+        """Forget a message the worker refused after it was taken, and remove its unacked record
+        (written with the take, or by append). If Redis cannot be reached the record stays, and the
+        sweep returns the message, which is refused again."""
+        self.recorded_by_take.discard(delivery_tag)
+        if delivery_tag in self._delivered:
+            self.ack(delivery_tag)
+            return
+        try:
+            with self.channel.conn_or_acquire() as client:
+                client.pipeline(transaction=False).zrem(self.unacked_index_key, delivery_tag).hdel(
+                    self.unacked_key, delivery_tag
+                ).execute()
+        except Exception as error:  # noqa: BLE001 - left to the sweep, as a failed ack is
+            logger.error("could not remove the unacked record of refused message %s (%s)", delivery_tag, error)
+
+    def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
+        """kombu's, except that a record it cannot read back is dead-lettered instead of raising
+        into the sweep. The take script writes the record before the worker screens the message,
+        so a worker that dies in between leaves the record of a message screening would refuse."""
+        try:
+            super().restore_by_tag(tag, client, leftmost)
+        except (ValueError, TypeError) as error:
+            self.channel.dead_letter_unreadable_record(tag, error)
 
     def channel_closed(self) -> bool:
         """The channel closed (kombu set its connection to None), or its transport let go of its

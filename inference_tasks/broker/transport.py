@@ -1,4 +1,5 @@
-"""kombu's Redis transport, screening every raw message and bounding redeliveries before Celery sees it.
+"""kombu's Redis transport with our own read: the atomic take (fetch.py), then admission (screening,
+bounded redeliveries: admission.py) before Celery sees a message.
 
 Selected with Celery's `broker_transport` setting; the URL stays redis:// or rediss://. Refused
 messages go to a capped, expiring dead-letter list in Redis (never decoded further, never run),
@@ -8,42 +9,25 @@ producer's poll ends (dead_letter.py). The worker keeps consuming.
 
 from __future__ import annotations
 
-import json
 import logging
 from queue import Empty
+from time import monotonic
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
-from kombu.utils.encoding import bytes_to_str
+from redis.exceptions import ResponseError
 
-from inference_tasks.broker import dead_letter
-from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal, UnhandledMessage
-from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, requested_reply, screen
-from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
+from inference_tasks.broker.admission import CONTROL_QUEUE_SUFFIX, Admission
+from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
+from inference_tasks.broker.envelope import requested_reply
+from inference_tasks.broker.fetch import DEFAULT_WAIT_S, Fetcher, Taken
 from inference_tasks.broker.qos import QoS
-from inference_tasks.clients.durable import DURABLE_HEADER
-from inference_tasks.clients.keys import durable_claim_key, redelivery_key
-from inference_tasks.defaults import (
-    DEFAULT_DEAD_LETTER_MAX,
-    DEFAULT_DEAD_LETTER_TTL_S,
-    DEFAULT_DURABLE_CLAIM_TTL_S,
-    DEFAULT_MAX_ARGUMENT_DEPTH,
-    DEFAULT_MAX_ETA_S,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_MAX_MESSAGE_ITEMS,
-    DEFAULT_MAX_NESTING_DEPTH,
-    DEFAULT_MAX_REDELIVERIES,
-)
-from inference_tasks.routing import PUBLIC_TASKS
+from inference_tasks.clients.keys import FETCH_RETRY_KEY
 
 logger = logging.getLogger(__name__)
 
-# Remote-control replies (ping, inspect) travel on lists named "<uuid>.reply.celery.pidbox";
-# they are kombu's own messages, not tasks, and are not screened.
-CONTROL_QUEUE_SUFFIX = ".pidbox"
 
-
-class Channel(kombu_redis.Channel):
+class Channel(kombu_redis.Channel, Admission):
     """A Redis channel whose reads pass through `screen` and the redelivery limit."""
 
     QoS = QoS
@@ -62,18 +46,14 @@ class Channel(kombu_redis.Channel):
         "dead_letter_ttl",
         "redelivery_counter_ttl",
         "durable_claim_ttl",
+        "fetch_wait_s",
     )
-    max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
-    max_nesting_depth = DEFAULT_MAX_NESTING_DEPTH
-    max_argument_depth = DEFAULT_MAX_ARGUMENT_DEPTH
-    max_message_items = DEFAULT_MAX_MESSAGE_ITEMS
-    max_eta_s = DEFAULT_MAX_ETA_S
-    accepted_tasks: tuple[str, ...] = PUBLIC_TASKS
-    max_redeliveries = DEFAULT_MAX_REDELIVERIES
-    dead_letter_max = DEFAULT_DEAD_LETTER_MAX
-    dead_letter_ttl = DEFAULT_DEAD_LETTER_TTL_S
-    redelivery_counter_ttl = 86_400
-    durable_claim_ttl = DEFAULT_DURABLE_CLAIM_TTL_S
+    fetch_wait_s = DEFAULT_WAIT_S
+    # Whether the command in flight on the BRPOP connection is fetch.py's (take, wait, retry) or
+    # kombu's BRPOP (remote-control reply queues).
+    taking = False
+    fetcher: Fetcher | None = None
+    no_ack_queues: frozenset[str] = frozenset()
 
     def close(self) -> None:
         """Write the acks still pending (QoS.ack) while the channel's connection pool is still there;
@@ -95,40 +75,84 @@ class Channel(kombu_redis.Channel):
             cached = self._shared_client = (pool, super()._create_client())
         return cached[1]
 
-    # Copied from kombu 5.7's Channel._brpop_read (pinned <5.8 in pyproject.toml); the only change
-    # is that the popped item goes through _admit instead of straight into json.loads.
+    def basic_consume(self, queue: str, *args: Any, **kwargs: Any) -> Any:
+        """kombu's, noting the queues consumed without acks: no unacked record must be written for them."""
+        no_ack = kwargs.get("no_ack", args[0] if args else False)
+        self.no_ack_queues = self.no_ack_queues | {queue} if no_ack else self.no_ack_queues - {queue}
+        return super().basic_consume(queue, *args, **kwargs)
+
+    def _brpop_start(self, timeout: Any = None) -> None:
+        """Send the consumer's next read: fetch.py's atomic take (or its wait), except on remote-control
+        reply queues (kombu's own messages, consumed without acks): kombu's BRPOP there."""
+        queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            return
+        if any(queue.endswith(CONTROL_QUEUE_SUFFIX) for queue in queues):
+            self.taking = False
+            return super()._brpop_start(timeout)
+        prefix = self.global_keyprefix or ""  # kombu's client adds it to each key; a raw command does not
+        if self.fetcher is None:
+            unacked = (prefix + self.unacked_key, prefix + self.unacked_index_key)
+            self.fetcher = Fetcher(*unacked, prefix + FETCH_RETRY_KEY, self.fetch_wait_s)
+        lists = [(prefix + self._q_for_pri(queue, step), queue) for step in self.priority_steps for queue in queues]
+        watched = [prefix + queue for queue in queues]  # each queue's priority 0 list
+        command = self.fetcher.next_command(lists, watched, self.brpop_timeout if timeout is None else timeout)
+        self.taking = True
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's health check reads it
+        self.client.connection.send_command(*command.args)
+        return None
+
     def _brpop_read(self, **options: Any) -> bool:
+        if not self.taking or self.fetcher is None:
+            return bool(super()._brpop_read(**options))
+        fetcher = self.fetcher
         try:
             try:
-                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+                reply = self.client.parse_response(self.client.connection, fetcher.reply_name(), **options)
             except self.connection_errors:
+                fetcher.on_lost()  # a take whose reply is lost left its record: the sweep returns it
                 self.client.connection.disconnect()
                 raise
-            if dest__item:
-                dest, item = dest__item
-                dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
-                self._queue_cycle.rotate(dest)
-                envelope = self._admit(item, dest)
-                if envelope is not None:
-                    self._deliver_screened(envelope, item, dest)
-                return True
-            raise Empty()
+            except ResponseError as error:
+                fetcher.on_error(error)
+                raise Empty() from None
+            taken = fetcher.on_reply(reply)
+            if taken is None:
+                raise Empty()
+            self._queue_cycle.rotate(taken.queue)
+            self._take(taken)
+            return True
         finally:
-            self._in_poll = None  # type: ignore[assignment]  # as in kombu's own copy
+            self._in_poll = None  # type: ignore[assignment]  # as kombu's own read does
             self._flush_brpop_reauth()
 
-    # Copied from kombu 5.7's Channel._get (the synchronous path), screening likewise.
+    def _take(self, taken: Taken) -> None:
+        """Deliver a message the take script recorded as unacked under `taken.tag` (its delivery tag
+        from now on), or refuse it and remove the record; a consumer without acks never acks it, so
+        its record goes once it is delivered."""
+        envelope = self.admit(taken.message, taken.queue)
+        if envelope is None:
+            self.qos.discard(taken.tag)
+            return
+        envelope["properties"]["delivery_tag"] = taken.tag
+        self.qos.recorded_by_take.add(taken.tag)
+        self._deliver_screened(envelope, taken.message, taken.queue)
+        if taken.queue in self.no_ack_queues:
+            self.qos.discard(taken.tag)
+
+    # kombu 5.7's Channel._get (the synchronous path: basic_get), with screening, without kombu's
+    # queue-expiry refresh (our queues never set x-expires). Not the atomic take: basic_get may be
+    # called without acks, and nothing would remove the record.
     def _get(self, queue: str, timeout: Any = None) -> dict[str, Any]:
         with self.conn_or_acquire() as client:
             for pri in self.priority_steps:
                 item = client.rpop(self._q_for_pri(queue, pri))
                 if item:
-                    self._maybe_update_queues_expire(client, queue)
-                    envelope = self._admit(item, queue)
+                    envelope = self.admit(item, queue)
                     if envelope is None:
                         raise Empty()
                     return envelope
-            self._maybe_update_queues_expire(client, queue)
             raise Empty()
 
     def _deliver_screened(self, envelope: dict[str, Any], item: bytes, queue: str) -> None:
@@ -149,106 +173,7 @@ class Channel(kombu_redis.Channel):
             headers = envelope["headers"]
             refusal = Refusal(queue, reason, item, headers.get("id"), headers.get("task"), requested_reply(headers))
             self.refuse(refusal, UnhandledMessage(f"{headers.get('task')}: {reason}; dead-lettered"))
-            tag = envelope["properties"]["delivery_tag"]
-            if tag in self.qos._delivered:  # the unacked record was written: remove it
-                self.qos.ack(tag)
-
-    @property
-    def screening_limits(self) -> ScreeningLimits:
-        limits = self.__dict__.get("_screening_limits")
-        if limits is None:
-            names, prefixes = task_name_patterns(self.accepted_tasks)
-            limits = self._screening_limits = ScreeningLimits(
-                max_bytes=self.max_message_bytes,
-                max_depth=self.max_nesting_depth,
-                max_argument_depth=self.max_argument_depth,
-                max_items=self.max_message_items,
-                max_eta_s=self.max_eta_s,
-                task_names=names,
-                task_prefixes=prefixes,
-            )
-        return limits
-
-    def _admit(self, item: bytes, queue: str) -> dict[str, Any] | None:
-        """The envelope to deliver, or None after dead-lettering a refused message."""
-        if queue.endswith(CONTROL_QUEUE_SUFFIX):
-            return json.loads(bytes_to_str(item))  # kombu's own remote-control replies
-        screening = screen(item, self.screening_limits)
-        error: Exception
-        if not screening.accepted:
-            error = MalformedMessage(f"malformed message: {screening.problem}")
-            self.refuse(_refusal(item, queue, screening, screening.problem), error)
-            return None
-        envelope = screening.envelope
-        assert envelope is not None
-        if envelope["headers"].get("redelivered") or envelope["properties"]["delivery_info"].get("redelivered"):
-            redeliveries = self._count_redelivery(screening.task_id or "")
-            if redeliveries > self.max_redeliveries:
-                problem = (
-                    f"redelivered {redeliveries} times without completing: its worker process died or "
-                    f"the worker stopped during every attempt; dead-lettered after "
-                    f"INFERENCE_MAX_REDELIVERIES={self.max_redeliveries}"
-                )
-                error = TooManyRedeliveries(f"{screening.task_name}: {problem}")
-                self.refuse(_refusal(item, queue, screening, problem), error)
-                return None
-        if envelope["headers"].get(DURABLE_HEADER) and not self._first_durable_message(envelope):
-            return None
-        return envelope
-
-    def _first_durable_message(self, envelope: dict[str, Any]) -> bool:
-        """Whether to run a durably pushed message: the first one taken with its task id (its
-        redeliveries keep its delivery tag) yes; another message with that id, a producer's retry
-        after NotReplicated, no (logged and dropped: the first one answers). Runs it if Redis fails:
-        a task may run twice, never not at all."""
-        task_id = envelope["headers"].get("id")
-        tag = envelope["properties"].get("delivery_tag")
-        if not isinstance(task_id, str) or not isinstance(tag, str):
-            return True
-        try:
-            with self.conn_or_acquire() as client:
-                first = client.set(durable_claim_key(task_id), tag, nx=True, ex=self.durable_claim_ttl, get=True)
-        except self.connection_errors:
-            raise
-        except Exception:
-            logger.exception("could not claim durable task %s: running it", task_id)
-            return True
-        if first is None or bytes_to_str(first) == tag:
-            return True
-        logger.warning(
-            "durable task %s: dropped a second message with this id (delivery %s; the first, %s, answers): "
-            "a producer's retry after NotReplicated", task_id, tag, bytes_to_str(first),
-        )  # fmt: skip
-        return False
-
-    def _count_redelivery(self, task_id: str) -> int:
-        key = redelivery_key(task_id)
-        with self.conn_or_acquire() as client, client.pipeline() as pipe:
-            count, _ = pipe.incr(key).expire(key, self.redelivery_counter_ttl).execute()
-        return int(count)
-
-    def refuse(self, refusal: Refusal, error: Exception) -> None:
-        """Log, dead-letter, and fail the task's result when its id is known (dead_letter.py). Never raises."""
-        try:
-            with self.conn_or_acquire() as client:
-                dead_letter.refuse(client, refusal, error, self._dead_letter_policy())
-        except Exception:
-            logger.exception("could not refuse a message from queue %r", refusal.queue)
-
-    def dead_letter(self, refusal: Refusal) -> None:
-        """Log and dead-letter a message whose FAILURE is stored elsewhere (worker/request.py). Never raises."""
-        try:
-            with self.conn_or_acquire() as client:
-                dead_letter.record(client, refusal, self._dead_letter_policy())
-        except Exception:
-            logger.exception("could not dead-letter a message from queue %r", refusal.queue)
-
-    def _dead_letter_policy(self) -> DeadLetterPolicy:
-        return DeadLetterPolicy(self.dead_letter_max, self.dead_letter_ttl)
-
-
-def _refusal(item: bytes, queue: str, screening: Screening, reason: str | None) -> Refusal:
-    return Refusal(queue, reason or "refused", item, screening.task_id, screening.task_name, screening.reply)
+            self.qos.discard(envelope["properties"]["delivery_tag"])
 
 
 class Transport(kombu_redis.Transport):

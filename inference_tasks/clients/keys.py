@@ -22,6 +22,9 @@ REDELIVERY_KEY_PREFIX = f"{KEY_PREFIX}:redeliveries:"
 # pushed a second one: broker/transport.py runs only the first).
 DURABLE_FENCE_KEY = f"{KEY_PREFIX}:durable-fence"
 DURABLE_CLAIM_KEY_PREFIX = f"{KEY_PREFIX}:durable-claims:"
+# A key that never holds anything: a consumer whose take Redis refused (full) waits on it, server-side,
+# before taking again (broker/fetch.py).
+FETCH_RETRY_KEY = f"{KEY_PREFIX}:fetch-retry"
 # Recent task failures for `inference-tasks status` (clients/queue_state.py).
 RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,

@@ -1,0 +1,89 @@
+"""What the atomic take (broker/fetch.py) costs an idle worker: a one-text task's time from push to
+stored result when the worker waits on the list it arrives on (priority 0, the list each wait
+watches) against a list it does not watch (priority 5, found at the next take, at most the wait's
+0.2 s later), alternated round by round; then tasks sent back to back (the worker never waits).
+One worker, one child, micro-batching off, redis-server on loopback.
+
+    .venv/bin/python -m benchmarks.take            # ~1 minute
+    .venv/bin/python -m benchmarks.take --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.harness.alternation import alternated
+from benchmarks.harness.report import cpu_name, write_report
+from benchmarks.harness.stats import percentile
+from benchmarks.harness.workload import REPO_ROOT
+from inference_tasks.producer import collect, send
+from inference_tasks.routing import EMBED_TASK
+from tests.support.localstack import start_redis, start_worker
+
+RESULT_TIMEOUT_S = 60
+
+
+def one_at_a_time(app: object, count: int, priority: int) -> list[float]:
+    """Each task sent once the previous one's result is in: the worker is idle at every push."""
+    took = []
+    for index in range(count):
+        began = time.perf_counter()
+        collect(send(app, EMBED_TASK, args=[[f"take latency {index}"]], priority=priority), RESULT_TIMEOUT_S)
+        took.append(time.perf_counter() - began)
+    return took
+
+
+def back_to_back(app: object, count: int) -> float:
+    """Tasks per second when `count` are pushed at once and collected."""
+    began = time.perf_counter()
+    sent = [send(app, EMBED_TASK, args=[[f"back to back {index}"]]) for index in range(count)]
+    for result in sent:
+        collect(result, RESULT_TIMEOUT_S)
+    return count / (time.perf_counter() - began)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=60, help="tasks per round and priority")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "take.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.rounds = 10, 1
+    work = Path(tempfile.mkdtemp(prefix="bench-take-"))
+    server = start_redis(work / "redis")
+    worker = start_worker(
+        "take", server.url(0), work, dict(os.environ), concurrency=1, microbatch_max_texts=0, task_events="false"
+    )
+    try:
+        one_at_a_time(worker.app, 5, 0)  # the model warm, connections made
+        took: dict[str, list[float]] = {"priority 0 (watched)": [], "priority 5 (not watched)": []}
+        for _, name in alternated(list(took), args.rounds):
+            took[name] += one_at_a_time(worker.app, args.tasks, 0 if name.startswith("priority 0") else 5)
+        rate = back_to_back(worker.app, args.tasks * 4)
+    finally:
+        worker.stop()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    rows = {
+        name: {
+            "tasks": len(values),
+            "p50_ms": 1000 * percentile(values, 0.5),
+            "p99_ms": 1000 * percentile(values, 0.99),
+        }
+        for name, values in took.items()
+    }
+    print(f"CPU: {cpu_name()}; one worker, one child, micro-batching off, {args.rounds} alternated rounds")
+    for name, row in rows.items():
+        print(f"{name:<26} push to result p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms")
+    print(f"back to back ({args.tasks * 4} tasks): {rate:.0f} tasks/s")
+    write_report(args.out, "take", {"rounds": args.rounds, "results": rows, "back_to_back_tasks_per_s": rate})
+
+
+if __name__ == "__main__":
+    main()

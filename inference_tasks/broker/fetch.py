@@ -1,0 +1,159 @@
+"""Taking a message off its queue and recording it as unacked in one step, so that no fault loses it.
+
+kombu's Redis transport takes a message with BRPOP and then, in a second command, writes its
+unacked record (the hash the visibility sweep restores from). A consumer killed, or cut off by a
+partition, between the two lost the message: Redis had popped it and the reply never arrived (the
+chaos soak lost 0-2 tasks per quick run that way: docs/reliability.md). Here one Lua script takes
+the oldest message of the first non-empty list and writes its record in the same step: a reply
+that never arrives leaves a record, and the sweep puts the message back after the visibility
+timeout.
+
+Lua cannot block, so a consumer with nothing to take waits with `BLMOVE list list RIGHT RIGHT`,
+which returns as soon as its list has a message without taking it (the list is unchanged), then
+takes again. One list is watched per wait, the bare (priority 0) list of each queue in turn, for at
+most `wait_s`: a message on another list (a second queue, a priority list) is taken within that
+time while the consumer is idle, at once while it is busy. When the script fails (Redis full:
+maxmemory refuses the record's write before anything is popped) the consumer waits `retry_s`
+server-side (BLPOP on a key that never holds anything) and tries again.
+
+The record is kombu's format, `[message, exchange, routing key]`, with the anonymous exchange and
+the queue the message came from as routing key, so kombu's sweep, requeue and close put it back
+on that queue. Its tag is made here, one per take (the message's own delivery tag may repeat: a
+redelivered message keeps it), and becomes the delivered message's delivery tag.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from inference_tasks.clients.redis_errors import is_out_of_memory
+
+logger = logging.getLogger(__name__)
+
+# KEYS: the unacked hash, the unacked index, then the lists in the order they are served.
+# ARGV: the record's tag, its time (the index's score), then each list's queue as a JSON string.
+# The record is written before the message is popped: a write refused (maxmemory) pops nothing.
+TAKE_SCRIPT = """
+for i = 3, #KEYS do
+  local message = redis.call('LINDEX', KEYS[i], -1)
+  if message then
+    redis.call('HSET', KEYS[1], ARGV[1], '[' .. message .. ',"",' .. ARGV[i] .. ']')
+    redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+    redis.call('RPOP', KEYS[i])
+    return {i - 3, message}
+  end
+end
+return false
+"""
+
+DEFAULT_WAIT_S = 0.2
+DEFAULT_RETRY_S = 0.5
+LOG_EVERY_S = 10.0
+
+
+class Step(Enum):
+    TAKE = "take"
+    WAIT = "wait"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A message the script took: its queue, its bytes, and the tag its unacked record has."""
+
+    queue: str
+    message: bytes
+    tag: str
+
+
+@dataclass(frozen=True)
+class Command:
+    args: tuple[Any, ...]
+
+
+REPLY_NAMES = {Step.TAKE: "EVAL", Step.WAIT: "BLMOVE", Step.RETRY: "BLPOP"}
+
+
+class Fetcher:
+    """One consumer's next command (take, wait or retry) and what its reply means."""
+
+    def __init__(self, unacked_key: str, unacked_index_key: str, retry_key: str, wait_s: float = DEFAULT_WAIT_S,
+                 retry_s: float = DEFAULT_RETRY_S) -> None:  # fmt: skip
+        self.unacked_key = unacked_key
+        self.unacked_index_key = unacked_index_key
+        self.retry_key = retry_key
+        self.wait_s = wait_s
+        self.retry_s = retry_s
+        self.step = Step.TAKE
+        self.watched = 0
+        self.in_flight: tuple[Step, list[tuple[str, str]], str] | None = None
+        self.failing_since: float | None = None
+        self.last_log: float | None = None
+
+    def next_command(self, lists: list[tuple[str, str]], bare_lists: list[str], timeout: float) -> Command:
+        """`lists`: (list key, queue) in the order to serve; `bare_lists`: the lists to watch in turn."""
+        step = self.step
+        if step is Step.TAKE:
+            tag = str(uuid.uuid4())
+            keys = [self.unacked_key, self.unacked_index_key, *(key for key, _ in lists)]
+            queues = [json.dumps(queue) for _, queue in lists]
+            self.in_flight = (step, lists, tag)
+            return Command(("EVAL", TAKE_SCRIPT, len(keys), *keys, tag, time.time(), *queues))
+        self.in_flight = (step, lists, "")
+        if step is Step.WAIT:
+            watched = bare_lists[self.watched % len(bare_lists)]
+            self.watched += 1
+            return Command(("BLMOVE", watched, watched, "RIGHT", "RIGHT", min(timeout, self.wait_s)))
+        return Command(("BLPOP", self.retry_key, self.retry_s))
+
+    def reply_name(self) -> str:
+        """The command whose reply is awaited, as redis-py names it to parse the reply."""
+        return REPLY_NAMES[self.in_flight[0] if self.in_flight else Step.TAKE]
+
+    def on_lost(self) -> None:
+        """The connection failed before the reply: take again once it is back (a take already done
+        left its unacked record, which the sweep returns to its queue)."""
+        self.in_flight = None
+        self.step = Step.TAKE
+
+    def on_reply(self, reply: Any) -> Taken | None:
+        """The message taken, if the command was a take that found one; the next step is set."""
+        sent, self.in_flight = self.in_flight, None
+        if sent is None or sent[0] is not Step.TAKE:
+            self.step = Step.TAKE
+            return None
+        self.recovered()
+        if not reply:
+            self.step = Step.WAIT
+            return None
+        _, lists, tag = sent
+        index, message = reply
+        self.step = Step.TAKE
+        return Taken(lists[int(index)][1], message, tag)
+
+    def on_error(self, error: Exception) -> None:
+        """A take Redis refused (full, or anything else a script can fail with): retry after a pause."""
+        self.in_flight = None
+        self.step = Step.RETRY
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = now
+        if self.last_log is None or now - self.last_log >= LOG_EVERY_S:
+            self.last_log = now
+            what = "Redis is full" if is_out_of_memory(error) else "Redis refused the take"
+            logger.error(
+                "%s: cannot take a message and record it as unacked (%s); the messages stay on their "
+                "queues, retrying every %.1f s (failing for %.0f s)",
+                what, error, self.retry_s, now - self.failing_since,
+            )  # fmt: skip
+
+    def recovered(self) -> None:
+        if self.failing_since is not None:
+            logger.warning("taking messages again after %.0f s", time.monotonic() - self.failing_since)
+        self.failing_since = self.last_log = None
