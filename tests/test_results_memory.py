@@ -4,6 +4,7 @@ workers, the real model, real Ruby."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
@@ -13,7 +14,8 @@ import pytest
 from ruby_runner import ruby
 
 from inference_tasks import codec, producer
-from inference_tasks.routing import EMBED_TASK
+from inference_tasks.clients.keys import UNACKED_KEY
+from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import redis_client, start_redis
 from tests.support.waiting import wait_until
 
@@ -145,11 +147,14 @@ def full_redis_worker(tmp_path, start_worker):
     server.process.wait(timeout=10)
 
 
-def test_a_full_redis_refuses_producers_clearly_and_a_popped_message_is_kept_until_redis_has_room(full_redis_worker):
-    """Redis at maxmemory: Python and Ruby producers get RedisFull (nothing pushed). A message the worker
-    popped while Redis was full (its unacked record refused) is held, not dropped, and runs once room is made."""
-    worker, _, fill, make_room = full_redis_worker
-    os.killpg(worker.process.pid, signal.SIGSTOP)  # the whole worker, so the pop happens before it can record
+def test_a_full_redis_refuses_producers_clearly_and_a_waiting_message_stays_queued_until_redis_has_room(
+    full_redis_worker,
+):
+    """Redis at maxmemory: Python and Ruby producers get RedisFull (nothing pushed). The worker's take
+    (broker/fetch.py) writes the unacked record before it pops, so Redis refuses it whole: a message
+    waiting while Redis is full stays on its queue, and runs once room is made."""
+    worker, client, fill, make_room = full_redis_worker
+    os.killpg(worker.process.pid, signal.SIGSTOP)  # the whole worker, so the take happens once Redis is full
     try:
         waiting = worker.app.send_task(EMBED_TASK, args=[TEXTS])
         fill()
@@ -159,7 +164,8 @@ def test_a_full_redis_refuses_producers_clearly_and_a_popped_message_is_kept_unt
         producer.send(worker.app, EMBED_TASK, args=[["no room"]])
     from_ruby = ruby("push_when_full.rb", worker.redis_url)
     assert from_ruby["error"] == "InferenceTasks::RedisFull" and "Redis is full" in from_ruby["message"]
-    wait_until(lambda: "cannot record delivered message" in worker.log(), 60, "the worker to hold the popped message")
+    wait_until(lambda: "cannot take a message" in worker.log(), 60, "the worker to find Redis full")
+    assert client.llen(INFERENCE_QUEUE) == 1 and client.hlen(UNACKED_KEY) == 0  # still waiting, nothing popped
     make_room()
     assert len(producer.collect(waiting, RESULT_TIMEOUT_S)["embeddings"]) == 3
     wait_until(lambda: worker.successes()[waiting.id] > 0, 30, "the success log line")
@@ -203,3 +209,25 @@ def test_a_worker_started_on_a_full_redis_waits_for_room_then_serves(full_redis_
     assert "Redis has room again after" in worker.log()
     result = worker.app.send_task(EMBED_TASK, args=[["served after the room came back"]])
     assert result.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384
+
+
+def test_a_reply_job_redis_refuses_is_retried_then_the_task_goes_back_and_replies_once(full_redis_worker):
+    """The reply job's push is refused (Redis full; a failover refuses it the same way): the child
+    retries it like a result write, then gives the task back. The task runs again once Redis has
+    room, and exactly one reply job arrives (before, the push was logged and dropped)."""
+    worker, client, fill, make_room = full_redis_worker
+    marker, sidekiq_queue = f"attempts:{uuid.uuid4().hex}", f"replies-{uuid.uuid4().hex[:8]}"
+    spec = {"class": "EmbeddingReadyJob", "queue": sidekiq_queue, "context": {"record_id": 3}}
+    result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 100], headers={"sidekiq_reply": spec})
+    wait_until(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
+    fill()
+    wait_until(lambda: f"could not push the reply job for task {result.id} yet" in worker.log(), 60, "a retried push")
+    wait_until(lambda: "returning it to its queue" in worker.log(), 60, "the child to give the task back")
+    make_room()
+    value = producer.collect(result, RESULT_TIMEOUT_S)
+    assert value == {"delivered_in_reply": {"class": "EmbeddingReadyJob", "queue": sidekiq_queue, "format": "sidekiq"}}
+    [job] = [json.loads(raw) for raw in client.lrange(f"queue:{sidekiq_queue}", 0, -1)]
+    [outcome] = job["args"]
+    assert outcome["state"] == "SUCCESS" and outcome["result"]["attempt"] == 2
+    assert outcome["context"] == {"record_id": 3}
+    assert client.llen(marker) == 2

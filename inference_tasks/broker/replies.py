@@ -25,6 +25,7 @@ import redis
 from inference_tasks import codec
 from inference_tasks.clients.connections import sidekiq_redis
 from inference_tasks.clients.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
+from inference_tasks.clients.redis_errors import is_out_of_memory
 
 logger = logging.getLogger(__name__)
 
@@ -134,16 +135,34 @@ def requested_reply(request: Any) -> dict[str, Any] | None:
     return spec if isinstance(spec, dict) else None
 
 
+class ReplyNotPushed(Exception):
+    """Redis refused the reply job for now (full, failing over, unreachable): worth trying again."""
+
+
+# What a push meets while Redis is full, restarting, or failing over (a replica promoted: the old
+# primary answers READONLY, or the connection drops): all pass, so the push is tried again.
+TRANSIENT_PUSH_ERRORS = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+)
+
+
 def reply(
     spec: dict[str, Any], request: Any, settings: Any, state: str, result: Any = None,
     error: BaseException | None = None,
 ) -> bool:  # fmt: skip
-    """Push the reply job `spec` asks for; True once it is in Sidekiq's queue, False (logged) if not."""
+    """Push the reply job `spec` asks for; True once it is in Sidekiq's queue. Raises ReplyNotPushed
+    when Redis refused it for now (the caller retries, then gives the task back: result_backend.py);
+    False (logged) when the job cannot be pushed at all."""
     try:
         payload = outcome(request.id, request.task, state, result, error, spec.get("context"))
         job = sidekiq_job(spec, payload)
         push_sidekiq_job(sidekiq_redis(settings), job)
-    except Exception:
+    except Exception as problem:
+        if isinstance(problem, TRANSIENT_PUSH_ERRORS) or is_out_of_memory(problem):
+            raise ReplyNotPushed(f"{type(problem).__name__}: {problem}") from problem
         logger.exception("could not push the reply job for task %s", getattr(request, "id", "?"))
         return False
     return True

@@ -45,6 +45,9 @@ from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
 
 logger = logging.getLogger(__name__)
+# The largest string Redis stores (proto-max-bulk-len's default): Celery's Redis backend refuses a
+# bigger result with the same error before sending it.
+REDIS_MAX_VALUE_BYTES = 512 * 1024 * 1024
 
 # First and longest pause between attempts to store a final state while Redis is full.
 FIRST_PAUSE_S = 0.05
@@ -126,13 +129,22 @@ class ResultStore(_MixedInto):
                 self._extend_lifetime(task_id, request)
                 return stored
             except Exception as error:
-                if not is_out_of_memory(error):
+                not_pushed = isinstance(error, replies.ReplyNotPushed)
+                if not (not_pushed or is_out_of_memory(error)):
                     raise
                 if time.monotonic() >= deadline:
                     if in_the_task:
                         self._give_back(task_id, state, error)
-                    raise
-                logger.warning("Redis is full: retrying to store %s of task %s", state, task_id)
+                    if not not_pushed:
+                        raise
+                    # The main process never waits: the outcome is stored, its reply job dropped.
+                    logger.error("could not push the reply job for task %s (%s): dropped", task_id, error)
+                    spec = None
+                    continue
+                if not_pushed:
+                    logger.warning("could not push the reply job for task %s yet (%s): retrying", task_id, error)
+                else:
+                    logger.warning("Redis is full: retrying to store %s of task %s (%s)", state, task_id, error)
                 time.sleep(pause)
                 pause = min(pause * 2, LONGEST_PAUSE_S)
 
@@ -151,7 +163,7 @@ class ResultStore(_MixedInto):
         meta = self._get_result_meta(result=result, state=state, traceback=traceback, request=request)
         meta["task_id"] = bytes_to_str(task_id)
         value = self.encode(meta)
-        if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
+        if isinstance(value, str) and len(value) > REDIS_MAX_VALUE_BYTES:
             raise BackendStoreError("value too large for Redis backend", state=state, task_id=task_id)
         lifetime = self.failure_expires if state == states.FAILURE else None
         if lifetime is None:
@@ -204,15 +216,18 @@ class ResultStore(_MixedInto):
             self.client.expire(key, self.app.settings.training_result_expires_s)
 
     def _give_back(self, task_id: str, state: str, error: BaseException) -> None:
-        """Hand the task back to its queue instead of acking it without a result (raises Reject)."""
+        """Hand the task back to its queue instead of acking it without a result or its reply job
+        (raises Reject); it runs again and stores, and replies, then."""
+        not_pushed = isinstance(error, replies.ReplyNotPushed)
+        what = "push the reply job of" if not_pushed else f"store {state} of"
         logger.error(
-            "Redis stayed full for %.0f s: could not store %s of task %s; returning it to its queue (%s)",
+            "Redis refused for %.0f s: could not %s task %s; returning it to its queue (%s)",
             self.app.settings.result_write_patience_s,
-            state,
+            what,
             task_id,
             error,
         )
-        raise Reject(f"result backend full: {error}", requeue=True)
+        raise Reject(f"{'reply job not pushed' if not_pushed else 'result backend full'}: {error}", requeue=True)
 
 
 class ResultBackend(ResultStore, RedisBackend):
