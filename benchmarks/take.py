@@ -1,8 +1,9 @@
 """What the atomic take (broker/fetch.py) costs an idle worker: a one-text task's time from push to
-stored result when the worker waits on the list it arrives on (priority 0, the list each wait
-watches) against a list it does not watch (priority 5, found at the next take, at most the wait's
-0.2 s later), alternated round by round; then tasks sent back to back (the worker never waits).
-One worker, one child, micro-batching off, redis-server on loopback.
+stored result when it arrives on the list the worker's wait watches (priority 0 of the queue the
+last task came from), on one it does not watch (priority 5), and alternating between the worker's
+two queues (`inference` and the model's own, `inference.minilm`), alternated round by round; then
+tasks sent back to back (the worker never waits). One worker, one child, micro-batching off,
+redis-server on loopback.
 
     .venv/bin/python -m benchmarks.take            # ~1 minute
     .venv/bin/python -m benchmarks.take --quick
@@ -27,12 +28,20 @@ from tests.support.localstack import start_redis, start_worker
 RESULT_TIMEOUT_S = 60
 
 
-def one_at_a_time(app: object, count: int, priority: int) -> list[float]:
+CONFIGS = {
+    "priority 0 (watched)": lambda index: {"priority": 0},
+    "priority 5 (not watched)": lambda index: {"priority": 5},
+    "two queues, alternating": lambda index: {"model": "minilm"} if index % 2 else {},
+}
+
+
+def one_at_a_time(app: object, count: int, config: str) -> list[float]:
     """Each task sent once the previous one's result is in: the worker is idle at every push."""
     took = []
     for index in range(count):
+        options = CONFIGS[config](index)
         began = time.perf_counter()
-        collect(send(app, EMBED_TASK, args=[[f"take latency {index}"]], priority=priority), RESULT_TIMEOUT_S)
+        collect(send(app, EMBED_TASK, args=[[f"take latency {index}"]], **options), RESULT_TIMEOUT_S)
         took.append(time.perf_counter() - began)
     return took
 
@@ -61,10 +70,10 @@ def main() -> None:
         "take", server.url(0), work, dict(os.environ), concurrency=1, microbatch_max_texts=0, task_events="false"
     )
     try:
-        one_at_a_time(worker.app, 5, 0)  # the model warm, connections made
-        took: dict[str, list[float]] = {"priority 0 (watched)": [], "priority 5 (not watched)": []}
+        one_at_a_time(worker.app, 5, "priority 0 (watched)")  # the model warm, connections made
+        took: dict[str, list[float]] = {name: [] for name in CONFIGS}
         for _, name in alternated(list(took), args.rounds):
-            took[name] += one_at_a_time(worker.app, args.tasks, 0 if name.startswith("priority 0") else 5)
+            took[name] += one_at_a_time(worker.app, args.tasks, name)
         rate = back_to_back(worker.app, args.tasks * 4)
     finally:
         worker.stop()

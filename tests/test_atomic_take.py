@@ -22,7 +22,7 @@ def _take_and_vanish(url: str) -> str:
     """Send one take on a connection of its own, let Redis run it, and close without reading the
     reply: what a consumer killed or cut off at that moment does. Returns the record's tag."""
     fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY)
-    command = fetcher.next_command(QUEUE_LISTS, [INFERENCE_QUEUE], 1.0)
+    command = fetcher.next_command(QUEUE_LISTS, 1.0)
     client = redis_client(url)
     connection = client.connection_pool.get_connection()
     connection.send_command(*command.args)
@@ -72,7 +72,7 @@ def test_takes_serve_lists_in_order_then_wait_without_taking(fresh_redis_url):
     fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY, wait_s=0.05)
 
     def step() -> object:
-        command = fetcher.next_command(QUEUE_LISTS, [INFERENCE_QUEUE], 1.0)
+        command = fetcher.next_command(QUEUE_LISTS, 1.0)
         return fetcher.on_reply(client.execute_command(*command.args))
 
     first, second, third = step(), step(), step()

@@ -10,11 +10,11 @@ timeout.
 
 Lua cannot block, so a consumer with nothing to take waits with `BLMOVE list list RIGHT RIGHT`,
 which returns as soon as its list has a message without taking it (the list is unchanged), then
-takes again. One list is watched per wait, the bare (priority 0) list of each queue in turn, for at
-most `wait_s`: a message on another list (a second queue, a priority list) is taken within that
-time while the consumer is idle, at once while it is busy. When the script fails (Redis full:
-maxmemory refuses the record's write before anything is popped) the consumer waits `retry_s`
-server-side (BLPOP on a key that never holds anything) and tries again.
+takes again. One list is watched per wait: the priority 0 list of the queue the last message came
+from (where traffic is). Redis ends a blocking command's timeout on its own timer (every 100 ms at
+its default `hz` 10), so the wait is `wait_s` rounded up to that tick: a message on another list (a
+priority list, a second queue) waits for the tick while the consumer is idle (docs/benchmarks.md
+measures it), and is taken at once while the consumer is busy.
 
 The record is kombu's format, `[message, exchange, routing key]`, with the anonymous exchange and
 the queue the message came from as routing key, so kombu's sweep, requeue and close put it back
@@ -52,7 +52,7 @@ end
 return false
 """
 
-DEFAULT_WAIT_S = 0.2
+DEFAULT_WAIT_S = 0.01
 DEFAULT_RETRY_S = 0.5
 LOG_EVERY_S = 10.0
 
@@ -91,13 +91,13 @@ class Fetcher:
         self.wait_s = wait_s
         self.retry_s = retry_s
         self.step = Step.TAKE
-        self.watched = 0
+        self.last_queue: str | None = None
         self.in_flight: tuple[Step, list[tuple[str, str]], str] | None = None
         self.failing_since: float | None = None
         self.last_log: float | None = None
 
-    def next_command(self, lists: list[tuple[str, str]], bare_lists: list[str], timeout: float) -> Command:
-        """`lists`: (list key, queue) in the order to serve; `bare_lists`: the lists to watch in turn."""
+    def next_command(self, lists: list[tuple[str, str]], timeout: float) -> Command:
+        """`lists`: (list key, queue) in the order to serve, priority 0 first (kombu's order)."""
         step = self.step
         if step is Step.TAKE:
             tag = str(uuid.uuid4())
@@ -107,8 +107,7 @@ class Fetcher:
             return Command(("EVAL", TAKE_SCRIPT, len(keys), *keys, tag, time.time(), *queues))
         self.in_flight = (step, lists, "")
         if step is Step.WAIT:
-            watched = bare_lists[self.watched % len(bare_lists)]
-            self.watched += 1
+            watched = next((key for key, queue in lists if queue == self.last_queue), lists[0][0])
             return Command(("BLMOVE", watched, watched, "RIGHT", "RIGHT", min(timeout, self.wait_s)))
         return Command(("BLPOP", self.retry_key, self.retry_s))
 
@@ -135,7 +134,8 @@ class Fetcher:
         _, lists, tag = sent
         index, message = reply
         self.step = Step.TAKE
-        return Taken(lists[int(index)][1], message, tag)
+        self.last_queue = lists[int(index)][1]
+        return Taken(self.last_queue, message, tag)
 
     def on_error(self, error: Exception) -> None:
         """A take Redis refused (full, or anything else a script can fail with): retry after a pause."""

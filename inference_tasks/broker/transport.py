@@ -95,8 +95,7 @@ class Channel(kombu_redis.Channel, Admission):
             unacked = (prefix + self.unacked_key, prefix + self.unacked_index_key)
             self.fetcher = Fetcher(*unacked, prefix + FETCH_RETRY_KEY, self.fetch_wait_s)
         lists = [(prefix + self._q_for_pri(queue, step), queue) for step in self.priority_steps for queue in queues]
-        watched = [prefix + queue for queue in queues]  # each queue's priority 0 list
-        command = self.fetcher.next_command(lists, watched, self.brpop_timeout if timeout is None else timeout)
+        command = self.fetcher.next_command(lists, self.brpop_timeout if timeout is None else timeout)
         self.taking = True
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's health check reads it
