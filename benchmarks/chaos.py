@@ -264,6 +264,7 @@ def account(ledger: Ledger, injector: faults.Injector, runs: Counter[str], recei
             "reply_jobs_lost_in_a_failover": replies_lost_in_a_failover[:20],
         },
         "send_errors_retried": dict(ledger.send_errors),
+        "send_error_examples": dict(ledger.send_error_examples),
         # Worker starts that exited before "ready." (started again, as systemd would): a worker cannot
         # start while Redis is over maxmemory (docs/reliability.md, "Chaos soak"); filled in by run().
         "worker_starts_refused": {},

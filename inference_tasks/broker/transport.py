@@ -28,7 +28,12 @@ logger = logging.getLogger(__name__)
 
 
 class Channel(kombu_redis.Channel, Admission):
-    """A Redis channel whose reads pass through `screen` and the redelivery limit."""
+    """kombu's Redis channel whose reads are atomic takes (fetch.py), admitted (admission.py) before
+    delivery.
+
+    A take is sent only while the channel may consume; should Celery lower the prefetch before its
+    reply is read, kombu's poller keeps the reply unread until a slot frees, while its record ages
+    like any held message's (a pause longer than the visibility timeout would run it twice)."""
 
     QoS = QoS
 

@@ -25,7 +25,19 @@ def redis_for(
     sentinel_tls: bool = False,
     cert_reqs: str = "required",
 ) -> redis.Redis:
-    """One client per process and URL, created lazily in the process that uses it (never across a fork).
+    """One client per process and URL (new_redis's), created lazily in the process that uses it
+    (never across a fork)."""
+    return new_redis(url, ca_file, sentinel_master, sentinel_tls, cert_reqs)
+
+
+def new_redis(
+    url: str,
+    ca_file: str | None = None,
+    sentinel_master: str | None = None,
+    sentinel_tls: bool = False,
+    cert_reqs: str = "required",
+) -> redis.Redis:
+    """A new client for `url`.
 
     A sentinel:// URL (`;`-separated sentinels) gives a client on the current primary of
     `sentinel_master`: redis-py asks the sentinels again whenever its connection fails, so commands
@@ -50,7 +62,7 @@ def _client_for(settings: Any, url: str, master: str | None) -> redis.Redis:
 def uncached_broker_redis(settings: Any) -> redis.Redis:
     """A client on the broker's Redis that is not this process's shared one: for a worker's main
     process before it forks (a cached client would follow every child), to be closed after use."""
-    client = redis_for.__wrapped__(
+    client = new_redis(
         settings.redis_url, settings.redis_tls_ca_file, settings.redis_sentinel_master, settings.redis_sentinel_tls,
         settings.redis_tls_cert_reqs,
     )  # fmt: skip

@@ -12,6 +12,7 @@ import contextlib
 import json
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,7 @@ class Ledger:
     entries: dict[str, Entry] = field(default_factory=dict)
     samples: list[dict[str, Any]] = field(default_factory=list)
     send_errors: dict[str, int] = field(default_factory=dict)
+    send_error_examples: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sent(self, task_id: str, kind: str, expect_failure: bool = False, at: float | None = None) -> None:
@@ -50,9 +52,12 @@ class Ledger:
             self.entries[task_id] = Entry(kind, time.time() if at is None else at, expect_failure)
 
     def send_error(self, error: BaseException | str) -> None:
+        """Count a refused send by kind; the first of each kind keeps its traceback, for the report."""
         name = error if isinstance(error, str) else type(error).__name__
         with self.lock:
             self.send_errors[name] = self.send_errors.get(name, 0) + 1
+            if not isinstance(error, str) and name not in self.send_error_examples:
+                self.send_error_examples[name] = "".join(traceback.format_exception(error))[-2000:]
 
     def pending(self) -> list[str]:
         with self.lock:
