@@ -14,12 +14,14 @@ limit by at most one message each; the Ruby client does both in one Lua script (
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import redis
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
+from kombu.exceptions import OperationalError
 
 from inference_tasks.catalogue import model_queue
 from inference_tasks.clients.connections import broker_redis
@@ -125,7 +127,25 @@ def send(
     except Exception as error:
         if is_out_of_memory(error):
             raise RedisFull(error) from error
+        if raised_by_a_detached_channel(error):
+            raise OperationalError(
+                f"the connection to Redis was lost under this send ({type(error).__name__}: {error}); "
+                "send again with the same task id"
+            ) from error
         raise
+
+
+def raised_by_a_detached_channel(error: BaseException) -> bool:
+    """An AttributeError raised inside kombu while publishing: the pooled producer's channel was
+    closed by kombu after a lost connection (its `connection` is None; seen during failovers). The
+    next send gets a working producer, so it is reported as the connection error it is, which
+    producers already retry, instead of an AttributeError."""
+    if not isinstance(error, AttributeError):
+        return False
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and f"{os.sep}kombu{os.sep}" in frame.tb_frame.f_code.co_filename
 
 
 def confirm_durable(producer: Any, task_id: str, replicas: int, timeout_s: float) -> None:

@@ -183,3 +183,16 @@ def test_the_worker_imports_its_hooks_first_and_they_act_only_for_this_app():
 
     assert is_inference_app(Proxy(lambda: ours))
     assert not is_inference_app(Proxy(lambda: Celery("someone-else")))
+
+
+def test_a_sentinel_connection_never_switches_to_kombus_own_transport():
+    """kombu's URL failover (Connection.switch) re-parses the next sentinel:// part into kombu's own
+    SentinelTransport; after a failover the worker then consumed without screening or the atomic
+    take (found by the chaos soak). The app's failover strategy never switches."""
+    urls = "sentinel://127.0.0.1:1;sentinel://127.0.0.1:2;sentinel://127.0.0.1:3"
+    connection = create_app(Settings(redis_url=urls, redis_sentinel_master="m")).connection_for_write()
+    assert connection.transport_cls == "inference_tasks.broker.transport:SentinelTransport"
+    assert connection.alt == urls.split(";")  # kombu's SentinelChannel still asks every sentinel
+    connection.maybe_switch_next()
+    assert connection.transport_cls == "inference_tasks.broker.transport:SentinelTransport"
+    assert (connection.hostname, connection.port) == ("127.0.0.1", 1)

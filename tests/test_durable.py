@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 import redis
+from kombu.exceptions import OperationalError
 from ruby_runner import ruby
 
 from inference_tasks.clients.durable import DURABLE_HEADER
@@ -144,3 +145,17 @@ def test_the_ruby_client_pushes_durably(replicated_worker, fresh_redis_url):
         "durable_timeout must be seconds above 0 and at most 60, got 0",
         'durable must be true, false or nil, got "yes"',
     ]
+
+
+def test_a_send_through_a_producer_whose_channel_kombu_closed_fails_as_a_connection_error(fresh_redis_url):
+    """kombu closes a channel after a lost connection (its `connection` becomes None); the pooled
+    producer holding it then raised AttributeError from inside kombu on the next send (the chaos soak
+    saw it during failovers). It now raises OperationalError, which producers retry, and the retry
+    goes through."""
+    app = producer_app(fresh_redis_url())
+    send(app, EMBED_TASK, args=[["first"]])
+    with app.producer_or_acquire() as pooled:
+        pooled.channel.connection.close_channel(pooled.channel)
+    with pytest.raises(OperationalError, match="send again with the same task id"):
+        send(app, EMBED_TASK, args=[["through the closed channel"]], task_id="retried-id")
+    assert send(app, EMBED_TASK, args=[["again"]], task_id="retried-id").id == "retried-id"

@@ -16,11 +16,12 @@ from ruby_runner import ruby
 from inference_tasks.app import create_app
 from inference_tasks.clients.keys import result_key
 from inference_tasks.config import Settings
-from inference_tasks.routing import EMBED_TASK
+from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
 from tests.support.sentinel import start_sentinel_cluster
 from tests.support.waiting import wait_until
+from tests.support.wire import encode, task_message
 
 RESULT_TIMEOUT_S = 60
 
@@ -71,12 +72,20 @@ def test_a_fleet_serves_through_sentinels_over_tls_and_follows_a_failover(start_
         wait_until(lambda: cluster.master_port() not in (None, old_primary), 30, "a sentinel to promote the replica")
         second = app.send_task(EMBED_TASK, args=[["after the failover, over TLS"]])
         after = second.get(timeout=RESULT_TIMEOUT_S)
+        # Still our transport after the failover: a task producers may not send is refused unread
+        # (kombu's own transport, which its URL failover used to switch to, would run it).
+        hostile = task_message("celery.backend_cleanup", [])
+        redis.Redis(port=cluster.master_port(), **over_tls).lpush(INFERENCE_QUEUE, encode(hostile))
+        refused = app.AsyncResult(hostile["headers"]["id"])
+        wait_until(lambda: refused.state == "FAILURE", RESULT_TIMEOUT_S, "the hostile message to be refused")
         promoted = redis.Redis(port=cluster.master_port(), db=3, **over_tls)
         stored_after = promoted.exists(result_key(second.id))
         worker.stop()
     finally:
         cluster.stop()
     assert before["dim"] == after["dim"] == 384
+    assert "is not a task producers may send" in str(refused.result)
+    assert "Unrecoverable error" not in worker.log()
     assert stored_in == [3] and stored_after == 1
     assert status.returncode == 0, status.stdout + status.stderr
     assert from_ruby == {"dim": 384, "count": 1}

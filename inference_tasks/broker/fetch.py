@@ -127,10 +127,10 @@ class Fetcher:
         if sent is None or sent[0] is not Step.TAKE:
             self.step = Step.TAKE
             return None
-        self.recovered()
-        if not reply:
+        if not reply:  # nothing to take (no write was tried: a full Redis says nothing here)
             self.step = Step.WAIT
             return None
+        self.recovered()
         _, lists, tag = sent
         index, message = reply
         self.step = Step.TAKE

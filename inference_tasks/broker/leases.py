@@ -18,6 +18,8 @@ from typing import Any
 from celery import bootsteps
 from celery.worker import state as worker_state
 
+from inference_tasks.clients.redis_errors import is_out_of_memory
+
 logger = logging.getLogger(__name__)
 
 
@@ -84,8 +86,11 @@ def renew_forever(app: Any, interval: float, stopping: threading.Event) -> None:
             with app.connection_for_write() as connection:
                 while not stopping.wait(interval):
                     renew(connection, held_delivery_tags())
-        except Exception:
-            logger.warning("message lease renewal failed; retrying in %.0f s", interval, exc_info=True)
+        except Exception as error:
+            # A full Redis refuses the renewal's ZADD every interval: one line, not a traceback each time.
+            full = is_out_of_memory(error)
+            logger.warning("message lease renewal failed%s; retrying in %.0f s", f" ({error})" if full else "",
+                           interval, exc_info=not full)  # fmt: skip
             stopping.wait(interval)
 
 
