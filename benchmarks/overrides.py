@@ -71,10 +71,7 @@ def main() -> None:
                     kombu_redis.QoS._remove_from_indices(qos, tag).execute()
 
             def acks_together() -> None:
-                with qos.pipe_or_acquire() as pipe:
-                    for tag in tags:
-                        qos._remove_from_indices(tag, pipe)
-                    pipe.execute()
+                qos.remove_records(tags)
 
             pairs = {
                 "Channel._create_client (ZREM)": (

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import redis
+
 from inference_tasks.app import create_app
 from inference_tasks.broker.fetch import Fetcher, Step
 from inference_tasks.clients.keys import DEAD_LETTER_KEY, FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
 from inference_tasks.config import Settings
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
-from tests.support.local import redis_client
+from tests.support.local import redis_client, start_redis
 from tests.support.waiting import wait_until
 
 QUEUE_LISTS = [(INFERENCE_QUEUE, INFERENCE_QUEUE), (f"{INFERENCE_QUEUE}:9", INFERENCE_QUEUE)]
@@ -100,3 +103,32 @@ def test_the_record_of_a_message_screening_would_refuse_is_dead_lettered_by_the_
     entry = client.lindex(DEAD_LETTER_KEY, 0)
     assert b"could not be restored" in entry and b"not json {" in entry
     assert client.hlen(UNACKED_KEY) == 0 and client.zcard(UNACKED_INDEX_KEY) == 0 and client.llen(INFERENCE_QUEUE) == 0
+
+
+def test_acks_are_written_while_redis_is_full(tmp_path):
+    """At maxmemory Redis refuses everything inside MULTI, deletes too: kombu's ack (ZREM and HDEL in
+    MULTI/EXEC) failed, the task ran again after the sweep, and an ack made outside the worker's event
+    loop stopped the worker (the chaos soak). Plain deletes still work, and acks are plain now."""
+    server = start_redis(tmp_path / "full", extra_args=("--maxmemory", "64mb", "--maxmemory-policy", "noeviction"))
+    try:
+        client = redis_client(server.url(0))
+        tags = [f"tag-{n}" for n in range(3)]
+        for tag in tags:
+            client.hset(UNACKED_KEY, tag, "[]")
+            client.zadd(UNACKED_INDEX_KEY, {tag: 1})
+        for number in range(20):
+            client.set(f"filler:{number}", b"x" * 200_000)
+        client.config_set("maxmemory", client.info("memory")["used_memory"] - 2 * 1024 * 1024)
+        with pytest.raises(redis.exceptions.ResponseError), client.pipeline(transaction=True) as pipe:
+            pipe.zrem(UNACKED_INDEX_KEY, tags[0]).hdel(UNACKED_KEY, tags[0]).execute()  # what kombu's ack sent
+        app = create_app(Settings(redis_url=server.url(0)))
+        with app.connection_for_write() as connection:
+            qos = connection.default_channel.qos
+            qos.remove_records(tags[:2])  # a batch of acks from the event loop
+            message = type("Message", (), {"delivery_info": {}})()
+            qos._delivered[tags[2]] = message  # held by this channel
+            qos.ack(tags[2])  # outside a worker's event loop: written at once
+        assert client.hlen(UNACKED_KEY) == 0 and client.zcard(UNACKED_INDEX_KEY) == 0
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)

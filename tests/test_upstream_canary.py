@@ -58,8 +58,10 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.virtual.base:QoS.append": ("b388f0cd6485c28a", "qos.QoS._record_unacked (local record)"),
     "kombu.transport.redis:QoS.ack": ("1bc15a4ddf541af6", "qos.QoS.ack (Redis' part deferred and batched)"),
-    "kombu.transport.redis:QoS._remove_from_indices": ("980a109d54ad9136", "qos.QoS.write_acks"),
-    "kombu.transport.redis:QoS.pipe_or_acquire": ("ad7f549d96c81107", "qos.QoS.write_acks"),
+    "kombu.transport.redis:QoS._remove_from_indices": (
+        "980a109d54ad9136",
+        "qos.QoS.remove_records (writes what kombu's ack removes: the record and its index entry)",
+    ),
     "kombu.transport.redis:Channel.close": ("101e9b9cdad44b88", "transport.Channel.close (pending acks first)"),
     "kombu.transport.redis:Channel._connparams": (
         "e9a4295085a8fb90",

@@ -121,13 +121,7 @@ class QoS(kombu_redis.QoS):
         if delivery_tag in self._delivered:
             self.ack(delivery_tag)
             return
-        try:
-            with self.channel.conn_or_acquire() as client:
-                client.pipeline(transaction=False).zrem(self.unacked_index_key, delivery_tag).hdel(
-                    self.unacked_key, delivery_tag
-                ).execute()
-        except Exception as error:  # noqa: BLE001 - left to the sweep, as a failed ack is
-            logger.error("could not remove the unacked record of refused message %s (%s)", delivery_tag, error)
+        self.remove_records([delivery_tag])
 
     def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
         """kombu's, except that a record it cannot read back is dead-lettered instead of raising
@@ -166,10 +160,10 @@ class QoS(kombu_redis.QoS):
         if self.forget_on_a_closed_channel(delivery_tag, "acknowledged"):
             return
         hub = get_event_loop()
-        if hub is None or threading.current_thread() is not threading.main_thread():
-            super().ack(delivery_tag)  # no worker event loop here: at once, as kombu does
-            return
         virtual.QoS.ack(self, delivery_tag)
+        if hub is None or threading.current_thread() is not threading.main_thread():
+            self.remove_records([delivery_tag])  # no worker event loop here: at once, as kombu does
+            return
         if self._acks_pending is None:
             self._acks_pending = []
         self._acks_pending.append(delivery_tag)
@@ -178,22 +172,30 @@ class QoS(kombu_redis.QoS):
         return None
 
     def write_acks(self) -> None:
-        """Remove every pending ack's message from Redis' unacked records, in one round trip.
-
-        If that fails the messages stay there, as when kombu's own ack fails (logged by
-        ack_log_error): the sweep returns them to their queues after the visibility timeout and
-        they run again (at least once, as documented in docs/reliability.md).
-        """
+        """Remove every pending ack's message from Redis' unacked records, in one round trip."""
         if self._acks_due is not None:
             self._acks_due.cancel()
             self._acks_due = None
         tags, self._acks_pending = self._acks_pending, None
-        if not tags:
-            return
+        if tags:
+            self.remove_records(tags)
+
+    def remove_records(self, tags: list[str]) -> None:
+        """Remove the unacked records of acked messages: in a plain pipeline, not kombu's MULTI/EXEC,
+        because at maxmemory Redis refuses every command inside MULTI, deletes too, while plain HDEL
+        and ZREM still work (a worker whose acks were refused ran those tasks again after the sweep,
+        and an ack refused outside the event loop stopped the worker: the chaos soak's full-Redis
+        fault). Both deletes are idempotent; the record goes before its index entry, so a pipeline cut
+        half-way leaves an index entry the sweep drops, never a record nothing points to.
+
+        If that fails the messages stay recorded, as when kombu's own ack fails (logged by
+        ack_log_error): the sweep returns them to their queues after the visibility timeout and
+        they run again (at least once, as documented in docs/reliability.md)."""
         try:
-            with self.pipe_or_acquire() as pipe:
+            with self.channel.conn_or_acquire() as client:
+                pipe = client.pipeline(transaction=False)
                 for tag in tags:
-                    self._remove_from_indices(tag, pipe)
+                    pipe.hdel(self.unacked_key, tag).zrem(self.unacked_index_key, tag)
                 pipe.execute()
         except Exception as error:  # noqa: BLE001 - as kombu's ack_log_error: logged, left to the sweep
             logger.error(
