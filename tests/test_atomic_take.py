@@ -12,6 +12,7 @@ import redis
 
 from inference_tasks.app import create_app
 from inference_tasks.broker.fetch import Fetcher, Step
+from inference_tasks.broker.leases import renew
 from inference_tasks.clients.keys import DEAD_LETTER_KEY, FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
 from inference_tasks.config import Settings
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
@@ -105,10 +106,11 @@ def test_the_record_of_a_message_screening_would_refuse_is_dead_lettered_by_the_
     assert client.hlen(UNACKED_KEY) == 0 and client.zcard(UNACKED_INDEX_KEY) == 0 and client.llen(INFERENCE_QUEUE) == 0
 
 
-def test_acks_are_written_while_redis_is_full(tmp_path):
+def test_leases_and_acks_are_written_while_redis_is_full(tmp_path):
     """At maxmemory Redis refuses everything inside MULTI, deletes too: kombu's ack (ZREM and HDEL in
-    MULTI/EXEC) failed, the task ran again after the sweep, and an ack made outside the worker's event
-    loop stopped the worker (the chaos soak). Plain deletes still work, and acks are plain now."""
+    MULTI/EXEC) failed, and one made outside the worker's event loop stopped the worker (the chaos
+    soak). Plain deletes still work, and acks are plain now. A plain ZADD is refused too, so leases ran
+    out during a full Redis and the sweep ran held tasks twice; the renewal is an allow-oom script."""
     server = start_redis(tmp_path / "full", extra_args=("--maxmemory", "64mb", "--maxmemory-policy", "noeviction"))
     try:
         client = redis_client(server.url(0))
@@ -123,6 +125,8 @@ def test_acks_are_written_while_redis_is_full(tmp_path):
             pipe.zrem(UNACKED_INDEX_KEY, tags[0]).hdel(UNACKED_KEY, tags[0]).execute()  # what kombu's ack sent
         app = create_app(Settings(redis_url=server.url(0)))
         with app.connection_for_write() as connection:
+            renew(connection, tags)  # leases too: a plain ZADD is refused at maxmemory
+            assert all(score > 1 for _, score in client.zrange(UNACKED_INDEX_KEY, 0, -1, withscores=True))
             qos = connection.default_channel.qos
             qos.remove_records(tags[:2])  # a batch of acks from the event loop
             message = type("Message", (), {"delivery_info": {}})()
