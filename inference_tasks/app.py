@@ -11,7 +11,7 @@ from kombu.entity import Exchange, Queue
 
 from inference_tasks.clients import sent_at
 from inference_tasks.clients.connections import SENTINEL_TIMEOUT_S
-from inference_tasks.clients.failover import NEVER_SWITCH
+from inference_tasks.clients.failover import NeverSwitchStrategy
 from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
@@ -52,7 +52,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         "broker_url": settings.redis_url,
         # Never kombu's switch to the next part of a sentinel:// URL: it would replace our transport
         # with kombu's own (clients/failover.py).
-        "broker_failover_strategy": NEVER_SWITCH,
+        "broker_failover_strategy": NeverSwitchStrategy("never-switch"),
         # Celery's Redis backend, plus reply jobs from the stored outcome, per-task lifetimes and
         # retries while Redis is full (result_backend.py); "<class>+<url>" is Celery's own form.
         # On INFERENCE_RESULT_REDIS_URL when set (results are most of the bytes), else REDIS_URL.

@@ -17,6 +17,19 @@ SENTINEL_TIMEOUT_S = 1.0
 COMMAND_TIMEOUT_S = 10.0
 
 
+@functools.cache
+def redis_for(
+    url: str,
+    ca_file: str | None = None,
+    sentinel_master: str | None = None,
+    sentinel_tls: bool = False,
+    cert_reqs: str = "required",
+) -> redis.Redis:
+    """One client per process and URL (new_redis's), created lazily in the process that uses it
+    (never across a fork)."""
+    return new_redis(url, ca_file, sentinel_master, sentinel_tls, cert_reqs)
+
+
 def new_redis(
     url: str,
     ca_file: str | None = None,
@@ -35,11 +48,6 @@ def new_redis(
         return _sentinel_master(url, sentinel_master, tls_options(ca_file, cert_reqs) if sentinel_tls else None)
     options = tls_options(ca_file, cert_reqs) if url.startswith("rediss://") else {}
     return redis.Redis.from_url(url, **options)
-
-
-# One client per process and URL (new_redis's), created lazily in the process that uses it (never
-# across a fork).
-redis_for = functools.cache(new_redis)
 
 
 def tls_options(ca_file: str | None, cert_reqs: str) -> dict[str, Any]:

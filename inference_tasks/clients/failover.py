@@ -39,6 +39,3 @@ class NeverSwitchStrategy(str):
 
     def __call__(self, alternates: list[Any]) -> NeverSwitch:
         return NeverSwitch(alternates)
-
-
-NEVER_SWITCH = NeverSwitchStrategy("never-switch")
