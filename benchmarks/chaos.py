@@ -10,7 +10,7 @@ child SIGKILL, worker SIGKILL then restart, rolling restart, primary SIGKILL wit
 partitioned then healed, Redis at maxmemory, malformed messages; each kind `--rounds` times.
 
 Per task: sent (its push returned), succeeded, failed as expected (the hostile messages), failed
-unexpectedly, lost (sent, never finished), ran twice (from the workers' logs), and whether each
+unexpectedly, lost (sent, never finished), ran twice (from the workers' logs and reply jobs), and whether each
 duplicate is accounted for (a fault that could have cut it short hit while it was held). Latency
 p50/p99 per phase (the faults active when the task was sent, or "steady"), Redis memory against its
 baseline after each fault and at the end. Writes JSON and a PNG timeline with the faults marked.
@@ -182,7 +182,10 @@ def account(ledger: Ledger, injector: faults.Injector, runs: Counter[str], recei
     lost_other = [task_id for task_id in lost if task_id not in in_flight]
     failed = {task_id: entry.state for task_id, entry in valid.items() if entry.state not in (None, "SUCCESS")}
     hostile_ok = sum(1 for entry in hostile.values() if entry.state == "FAILURE")
-    twice = {task_id: count for task_id, count in runs.items() if count > 1 and task_id in entries}
+    # A reply job proves a run even when its success line never came (a run given back or killed
+    # after its reply was pushed): those runs count too, so a second reply needs a fault to account for it.
+    ran = Counter({task_id: max(runs[task_id], entry.replies) for task_id, entry in entries.items()})
+    twice = {task_id: count for task_id, count in ran.items() if count > 1}
     unaccounted = [task_id for task_id in twice if not _accounted(received.get(task_id, []), events)]
     replies = [entry.replies for entry in valid.values() if entry.kind == "reply" and entry.state is not None]
     baseline = _baseline(ledger.samples, began, events)
@@ -200,10 +203,12 @@ def account(ledger: Ledger, injector: faults.Injector, runs: Counter[str], recei
         problems.append(f"{len(hostile_unfailed)} hostile message(s) not failed: {hostile_unfailed[:5]}")
     if unaccounted:
         problems.append(f"{len(unaccounted)} task(s) ran twice with no fault to account for it: {unaccounted[:5]}")
-    # One reply job per task; a task that ran twice (accounted for above) may reply twice.
+    # At least one reply job per task, and never more than it was delivered: a task delivered twice
+    # (its second run accounted for above) may reply twice, one delivery never.
     wrong_replies = [
         task_id for task_id, entry in valid.items()
-        if entry.kind == "reply" and entry.state is not None and not 1 <= entry.replies <= max(runs[task_id], 1)
+        if entry.kind == "reply" and entry.state is not None
+        and not 1 <= entry.replies <= max(runs[task_id], len(received.get(task_id, [])), 1)
     ]  # fmt: skip
     # A reply job Redis refuses (full, failing over) is retried, then its task given back and run again
     # (broker/result_backend.py). One acknowledged by a primary that dies before its replica has it

@@ -118,6 +118,18 @@ def test_python_producer_collects_once_and_refuses_a_full_queue(inference_worker
 @pytest.fixture
 def full_redis_worker(tmp_path, start_worker):
     """A worker on its own Redis with a small maxmemory and noeviction, and a way to fill that Redis."""
+    yield from _full_redis_worker(tmp_path, start_worker)
+
+
+@pytest.fixture
+def full_redis_worker_replying_elsewhere(tmp_path, start_worker, fresh_redis_url):
+    """The same, its Sidekiq reply jobs going to another Redis (INFERENCE_SIDEKIQ_REDIS_URL) that has room."""
+    sidekiq_url = fresh_redis_url()
+    for parts in _full_redis_worker(tmp_path, start_worker, sidekiq_redis_url=sidekiq_url):
+        yield (*parts, redis_client(sidekiq_url))
+
+
+def _full_redis_worker(tmp_path, start_worker, **settings):
     server = start_redis(tmp_path / "redis", extra_args=("--maxmemory", MAXMEMORY, "--maxmemory-policy", "noeviction"))
     worker = start_worker(
         redis_url=server.url(1),
@@ -127,6 +139,7 @@ def full_redis_worker(tmp_path, start_worker):
         result_write_patience_s=3,
         visibility_timeout_s=6,
         lease_renew_interval_s=2,
+        **settings,
     )
     client = redis_client(server.url(1))
 
@@ -231,3 +244,25 @@ def test_a_reply_job_redis_refuses_is_retried_then_the_task_goes_back_and_replie
     assert outcome["state"] == "SUCCESS" and outcome["result"]["attempt"] == 2
     assert outcome["context"] == {"record_id": 3}
     assert client.llen(marker) == 2
+
+
+def test_a_task_whose_reply_job_was_pushed_is_not_run_again_when_its_result_stub_is_refused(
+    full_redis_worker_replying_elsewhere,
+):
+    """The reply job reaches the Sidekiq Redis, which has room; the result Redis, full, refuses the stub.
+    The child retries the stub for INFERENCE_RESULT_WRITE_PATIENCE_S, then acks: giving the task back
+    would run it again and push a second reply job (a quick chaos run in CI once saw one)."""
+    worker, client, fill, make_room, sidekiq = full_redis_worker_replying_elsewhere
+    marker, sidekiq_queue = f"attempts:{uuid.uuid4().hex}", f"replies-{uuid.uuid4().hex[:8]}"
+    spec = {"class": "EmbeddingReadyJob", "queue": sidekiq_queue, "context": {"record_id": 4}}
+    result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 100], headers={"sidekiq_reply": spec})
+    wait_until(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
+    fill()
+    wait_until(lambda: f"task {result.id} replied, its result stub not stored" in worker.log(), 60, "the skipped stub")
+    wait_until(lambda: client.hlen(UNACKED_KEY) == 0, 30, "the ack")
+    make_room()
+    assert "returning it to its queue" not in worker.log()
+    [job] = [json.loads(raw) for raw in sidekiq.lrange(f"queue:{sidekiq_queue}", 0, -1)]
+    [outcome] = job["args"]
+    assert outcome["state"] == "SUCCESS" and outcome["result"]["attempt"] == 1
+    assert client.llen(marker) == 1 and client.llen(INFERENCE_QUEUE) == 0

@@ -15,7 +15,9 @@ overridden, `store_result`, is Celery's public backend API (every state change g
 - **A full Redis loses no task.** Redis at maxmemory with `noeviction` refuses the write. A final
   state is retried for INFERENCE_RESULT_WRITE_PATIENCE_S (clients reading and deleting their
   results free memory) by the child running the task, which then gives it back to its queue
-  (Celery's Reject with requeue) instead of being acked without a result. Intermediate states
+  (Celery's Reject with requeue) instead of being acked without a result; a task whose reply job
+  was pushed is not given back (running it again would reply twice): only its stub goes unstored,
+  and the error says so. Intermediate states
   (STARTED, PROGRESS) are advisory: one that cannot be written is logged and skipped.
 - **One round trip per state.** Celery reads a task's stored state before every write (a
   SUCCESS is never overwritten: a redelivered duplicate must not clobber it), then writes and
@@ -133,6 +135,13 @@ class ResultStore(_MixedInto):
                 if not (not_pushed or is_out_of_memory(error)):
                     raise
                 if time.monotonic() >= deadline:
+                    if replied:
+                        # The caller has its outcome: running the task again would push a second reply.
+                        logger.error(
+                            "Redis refused for %.0f s: task %s replied, its result stub not stored (%s)",
+                            settings.result_write_patience_s if in_the_task else 0, task_id, error,
+                        )  # fmt: skip
+                        return result
                     if in_the_task:
                         self._give_back(task_id, state, error)
                     if not not_pushed:
