@@ -29,7 +29,7 @@ def _take_and_vanish(url: str) -> str:
     command = fetcher.next_command(QUEUE_LISTS, 1.0)
     client = redis_client(url)
     connection = client.connection_pool.get_connection()
-    connection.send_command(*command.args)
+    connection.send_command(*command)
     wait_until(lambda: client.llen(INFERENCE_QUEUE) == 0, 10, "Redis to run the take")
     connection.disconnect()
     assert fetcher.in_flight is not None
@@ -77,7 +77,7 @@ def test_takes_serve_lists_in_order_then_wait_without_taking(fresh_redis_url):
 
     def step() -> object:
         command = fetcher.next_command(QUEUE_LISTS, 1.0)
-        return fetcher.on_reply(client.execute_command(*command.args))
+        return fetcher.on_reply(client.execute_command(*command))
 
     first, second, third = step(), step(), step()
     assert [first.message, second.message] == [b'{"n": 0}', b'{"n": 9}']  # type: ignore[union-attr]

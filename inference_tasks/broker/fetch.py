@@ -72,11 +72,6 @@ class Taken:
     tag: str
 
 
-@dataclass(frozen=True)
-class Command:
-    args: tuple[Any, ...]
-
-
 REPLY_NAMES = {Step.TAKE: "EVAL", Step.WAIT: "BLMOVE", Step.RETRY: "BLPOP"}
 
 
@@ -96,20 +91,21 @@ class Fetcher:
         self.failing_since: float | None = None
         self.last_log: float | None = None
 
-    def next_command(self, lists: list[tuple[str, str]], timeout: float) -> Command:
-        """`lists`: (list key, queue) in the order to serve, priority 0 first (kombu's order)."""
+    def next_command(self, lists: list[tuple[str, str]], timeout: float) -> tuple[Any, ...]:
+        """The command's arguments, for `send_command`. `lists`: (list key, queue) in the order to
+        serve, priority 0 first (kombu's order)."""
         step = self.step
         if step is Step.TAKE:
             tag = str(uuid.uuid4())
             keys = [self.unacked_key, self.unacked_index_key, *(key for key, _ in lists)]
             queues = [json.dumps(queue) for _, queue in lists]
             self.in_flight = (step, lists, tag)
-            return Command(("EVAL", TAKE_SCRIPT, len(keys), *keys, tag, time.time(), *queues))
+            return ("EVAL", TAKE_SCRIPT, len(keys), *keys, tag, time.time(), *queues)
         self.in_flight = (step, lists, "")
         if step is Step.WAIT:
             watched = next((key for key, queue in lists if queue == self.last_queue), lists[0][0])
-            return Command(("BLMOVE", watched, watched, "RIGHT", "RIGHT", min(timeout, self.wait_s)))
-        return Command(("BLPOP", self.retry_key, self.retry_s))
+            return ("BLMOVE", watched, watched, "RIGHT", "RIGHT", min(timeout, self.wait_s))
+        return ("BLPOP", self.retry_key, self.retry_s)
 
     def reply_name(self) -> str:
         """The command whose reply is awaited, as redis-py names it to parse the reply."""

@@ -104,7 +104,7 @@ class Channel(kombu_redis.Channel, Admission):
         self.taking = True
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's health check reads it
-        self.client.connection.send_command(*command.args)
+        self.client.connection.send_command(*command)
         return None
 
     def _brpop_read(self, **options: Any) -> bool:
