@@ -14,10 +14,11 @@ import pytest
 from ruby_runner import ruby
 
 from inference_tasks import codec, producer
-from inference_tasks.clients.keys import UNACKED_KEY
+from inference_tasks.clients.keys import DEAD_LETTER_KEY, UNACKED_KEY
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import redis_client, start_redis
 from tests.support.waiting import wait_until
+from tests.support.wire import encode, task_message
 
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120
@@ -129,10 +130,20 @@ def full_redis_worker_replying_elsewhere(tmp_path, start_worker, fresh_redis_url
         yield (*parts, redis_client(sidekiq_url))
 
 
-def _full_redis_worker(tmp_path, start_worker, **settings):
+@pytest.fixture
+def worker_with_full_result_redis(tmp_path, start_worker, fresh_redis_url):
+    """A worker whose results go to a Redis of their own (INFERENCE_RESULT_REDIS_URL) that can be
+    filled; its broker has room. Yields the worker, the result Redis' client, fill, make_room."""
+    broker_url = fresh_redis_url()
+    yield from _full_redis_worker(tmp_path, start_worker, broker_url=broker_url)
+
+
+def _full_redis_worker(tmp_path, start_worker, broker_url=None, **settings):
     server = start_redis(tmp_path / "redis", extra_args=("--maxmemory", MAXMEMORY, "--maxmemory-policy", "noeviction"))
+    if broker_url is not None:
+        settings["result_redis_url"] = server.url(1)
     worker = start_worker(
-        redis_url=server.url(1),
+        redis_url=broker_url or server.url(1),
         include=PROBES,
         concurrency=1,
         microbatch_max_texts=0,
@@ -266,3 +277,25 @@ def test_a_task_whose_reply_job_was_pushed_is_not_run_again_when_its_result_stub
     [outcome] = job["args"]
     assert outcome["state"] == "SUCCESS" and outcome["result"]["attempt"] == 1
     assert client.llen(marker) == 1 and client.llen(INFERENCE_QUEUE) == 0
+
+
+def test_a_message_refused_while_its_failure_cannot_be_stored_stays_recorded_and_fails_once_there_is_room(
+    worker_with_full_result_redis,
+):
+    """A hostile message is taken (the broker has room) and refused, but the result Redis is full and
+    refuses its FAILURE. Before, the refusal was logged and the message discarded: its caller would
+    wait for ever. Now the take's unacked record stays; the sweep returns the message once its lease
+    has run out, and once there is room it is refused again and its FAILURE stored."""
+    worker, results, fill, make_room = worker_with_full_result_redis
+    broker = redis_client(worker.redis_url)
+    task_id = f"refused-{uuid.uuid4()}"
+    fill()
+    broker.lpush(INFERENCE_QUEUE, encode(task_message("celery.backend_cleanup", [], task_id=task_id)))
+    wait_until(lambda: "left for the visibility sweep" in worker.log(), 60, "the refusal to be deferred")
+    assert broker.hlen(UNACKED_KEY) == 1 and results.exists(result_key(task_id)) == 0
+    make_room()
+    stored = wait_until(lambda: results.get(result_key(task_id)), 90, "the FAILURE once there is room")
+    meta = json.loads(stored)
+    assert meta["status"] == "FAILURE" and "is not a task producers may send here" in meta["result"]["exc_message"][0]
+    wait_until(lambda: broker.hlen(UNACKED_KEY) == 0 and broker.llen(INFERENCE_QUEUE) == 0, 30, "the record removed")
+    assert any(json.loads(entry)["task_id"] == task_id for entry in broker.lrange(DEAD_LETTER_KEY, 0, -1))

@@ -40,6 +40,11 @@ logger = logging.getLogger(__name__)
 CONTROL_QUEUE_SUFFIX = ".pidbox"
 
 
+class AdmissionDeferred(Exception):
+    """Redis refused a write admitting or refusing a message needs (full, failing over): the message
+    must stay where it is (a take's unacked record, which the sweep returns) and be admitted again."""
+
+
 class Admission:
     """The channel's admission of raw messages; its limits arrive as kombu transport options."""
 
@@ -75,19 +80,26 @@ class Admission:
         )
 
     def admit(self, item: bytes, queue: str) -> dict[str, Any] | None:
-        """The envelope to deliver, or None after dead-lettering a refused message."""
+        """The envelope to deliver, or None after dead-lettering a refused message. Raises
+        AdmissionDeferred when Redis refused a write the decision needs: a refused message's FAILURE
+        unstored would leave its caller waiting for ever."""
         if queue.endswith(CONTROL_QUEUE_SUFFIX):
             return json.loads(bytes_to_str(item))  # kombu's own remote-control replies
         screening = screen(item, self.screening_limits)
         error: Exception
         if not screening.accepted:
             error = MalformedMessage(f"malformed message: {screening.problem}")
-            self.refuse(_refusal(item, queue, screening, screening.problem), error)
+            self.refuse_or_defer(_refusal(item, queue, screening, screening.problem), error)
             return None
         envelope = screening.envelope
         assert envelope is not None
         if envelope["headers"].get("redelivered") or envelope["properties"]["delivery_info"].get("redelivered"):
-            redeliveries = self.count_redelivery(screening.task_id or "")
+            try:
+                redeliveries = self.count_redelivery(screening.task_id or "")
+            except self.connection_errors:
+                raise
+            except Exception as count_error:
+                raise AdmissionDeferred(f"could not count a redelivery ({count_error})") from count_error
             if redeliveries > self.max_redeliveries:
                 problem = (
                     f"redelivered {redeliveries} times without completing: its worker process died or "
@@ -95,7 +107,7 @@ class Admission:
                     f"INFERENCE_MAX_REDELIVERIES={self.max_redeliveries}"
                 )
                 error = TooManyRedeliveries(f"{screening.task_name}: {problem}")
-                self.refuse(_refusal(item, queue, screening, problem), error)
+                self.refuse_or_defer(_refusal(item, queue, screening, problem), error)
                 return None
         if envelope["headers"].get(DURABLE_HEADER) and not self.first_durable_message(envelope):
             return None
@@ -139,8 +151,8 @@ class Admission:
         problem = f"its unacked record could not be restored ({type(error).__name__}: {error}); " + (
             screening.problem or "dead-lettered"
         )
-        self.refuse(_refusal(message, str(queue), screening, problem), MalformedMessage(problem))
-        self.qos.discard(bytes_to_str(tag))
+        if self.refuse(_refusal(message, str(queue), screening, problem), MalformedMessage(problem)):
+            self.qos.discard(bytes_to_str(tag))  # else the next sweep tries again
 
     def count_redelivery(self, task_id: str) -> int:
         key = redelivery_key(task_id)
@@ -148,13 +160,19 @@ class Admission:
             count, _ = pipe.incr(key).expire(key, self.redelivery_counter_ttl).execute()
         return int(count)
 
-    def refuse(self, refusal: Refusal, error: Exception) -> None:
-        """Log, dead-letter, and fail the task's result when its id is known (dead_letter.py). Never raises."""
+    def refuse(self, refusal: Refusal, error: Exception) -> bool:
+        """Log, dead-letter, and fail the task's result when its id is known (dead_letter.py). Never
+        raises; False when Redis refused one of those writes."""
         try:
             with self.conn_or_acquire() as client:
-                dead_letter.refuse(client, refusal, error, self.dead_letter_policy())
+                return dead_letter.refuse(client, refusal, error, self.dead_letter_policy())
         except Exception:
             logger.exception("could not refuse a message from queue %r", refusal.queue)
+            return False
+
+    def refuse_or_defer(self, refusal: Refusal, error: Exception) -> None:
+        if not self.refuse(refusal, error):
+            raise AdmissionDeferred(f"the refusal of task {refusal.task_id} could not be written")
 
     def dead_letter(self, refusal: Refusal) -> None:
         """Log and dead-letter a message whose FAILURE is stored elsewhere (worker/request.py). Never raises."""

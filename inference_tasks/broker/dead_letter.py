@@ -48,15 +48,18 @@ class Refusal:
     reply: dict[str, Any] | None = None
 
 
-def refuse(client: Any, refusal: Refusal, error: Exception, policy: DeadLetterPolicy) -> None:
-    """Log, dead-letter (on `client`, the broker's Redis), and fail the task's result. Never raises."""
-    record(client, refusal, policy)
+def refuse(client: Any, refusal: Refusal, error: Exception, policy: DeadLetterPolicy) -> bool:
+    """Log, dead-letter (on `client`, the broker's Redis), and fail the task's result. Never raises;
+    False when Redis refused a write (full, failing over): the caller may try again later."""
+    recorded = record(client, refusal, policy)
     if refusal.task_id:
-        fail_result(refusal, error)
+        return fail_result(refusal, error) and recorded
+    return recorded
 
 
-def record(client: Any, refusal: Refusal, policy: DeadLetterPolicy) -> None:
-    """Log the refusal and keep the message in the dead-letter list; its result is someone else's. Never raises."""
+def record(client: Any, refusal: Refusal, policy: DeadLetterPolicy) -> bool:
+    """Log the refusal and keep the message in the dead-letter list; its result is someone else's.
+    Never raises; False when the dead-letter write failed."""
     logger.error(
         "refused a message from queue %r (task %s, id %s): %s; kept in Redis list %r",
         refusal.queue,
@@ -82,11 +85,13 @@ def record(client: Any, refusal: Refusal, policy: DeadLetterPolicy) -> None:
             pipe.execute()
     except Exception:
         logger.exception("could not dead-letter the refused message")
+        return False
+    return True
 
 
-def fail_result(refusal: Refusal, error: Exception) -> None:
+def fail_result(refusal: Refusal, error: Exception) -> bool:
     """Store FAILURE for the refused task through the worker's own result backend, which also pushes
-    the reply job the message asked for (result_backend.py). Never raises."""
+    the reply job the message asked for (result_backend.py). Never raises; False when not stored."""
     from celery import current_app
     from celery.app.task import Context
 
@@ -95,3 +100,5 @@ def fail_result(refusal: Refusal, error: Exception) -> None:
         current_app.backend.mark_as_failure(refusal.task_id, error, request=request)
     except Exception:
         logger.exception("could not store the FAILURE result of refused task %s", refusal.task_id)
+        return False
+    return True

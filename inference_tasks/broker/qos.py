@@ -123,6 +123,12 @@ class QoS(kombu_redis.QoS):
             return
         self.remove_records([delivery_tag])
 
+    def leave_for_sweep(self, delivery_tag: str) -> None:
+        """Forget a taken message here (no lease renewal, no restore on close) and leave its unacked
+        record in Redis: the sweep returns it once its lease has run out."""
+        self.recorded_by_take.discard(delivery_tag)
+        self._delivered.pop(delivery_tag, None)
+
     def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
         """kombu's, except that a record it cannot read back is dead-lettered instead of raising
         into the sweep. The take script writes the record before the worker screens the message,

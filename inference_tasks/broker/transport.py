@@ -17,7 +17,7 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 from redis.exceptions import ResponseError
 
-from inference_tasks.broker.admission import CONTROL_QUEUE_SUFFIX, Admission
+from inference_tasks.broker.admission import CONTROL_QUEUE_SUFFIX, Admission, AdmissionDeferred
 from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import requested_reply
 from inference_tasks.broker.fetch import DEFAULT_WAIT_S, Fetcher, Taken
@@ -135,7 +135,13 @@ class Channel(kombu_redis.Channel, Admission):
         """Deliver a message the take script recorded as unacked under `taken.tag` (its delivery tag
         from now on), or refuse it and remove the record; a consumer without acks never acks it, so
         its record goes once it is delivered."""
-        envelope = self.admit(taken.message, taken.queue)
+        try:
+            envelope = self.admit(taken.message, taken.queue)
+        except AdmissionDeferred as deferred:
+            # Redis refused a write the decision needs: the take's record stays, and the sweep
+            # returns the message to its queue once its lease has run out, to be admitted again.
+            logger.warning("message %s left for the visibility sweep: %s", taken.tag, deferred)
+            return
         if envelope is None:
             self.qos.discard(taken.tag)
             return
@@ -153,7 +159,11 @@ class Channel(kombu_redis.Channel, Admission):
             for pri in self.priority_steps:
                 item = client.rpop(self._q_for_pri(queue, pri))
                 if item:
-                    envelope = self.admit(item, queue)
+                    try:
+                        envelope = self.admit(item, queue)
+                    except AdmissionDeferred:
+                        client.rpush(self._q_for_pri(queue, pri), item)  # back where it was: the next to pop
+                        raise Empty() from None
                     if envelope is None:
                         raise Empty()
                     return envelope
@@ -176,8 +186,11 @@ class Channel(kombu_redis.Channel, Admission):
             reason = f"the worker could not take it ({type(error).__name__}: {error})"
             headers = envelope["headers"]
             refusal = Refusal(queue, reason, item, headers.get("id"), headers.get("task"), requested_reply(headers))
-            self.refuse(refusal, UnhandledMessage(f"{headers.get('task')}: {reason}; dead-lettered"))
-            self.qos.discard(envelope["properties"]["delivery_tag"])
+            tag = envelope["properties"]["delivery_tag"]
+            if self.refuse(refusal, UnhandledMessage(f"{headers.get('task')}: {reason}; dead-lettered")):
+                self.qos.discard(tag)
+            else:  # its record stays: the sweep returns it, and it is refused again
+                self.qos.leave_for_sweep(tag)
 
 
 class Transport(kombu_redis.Transport):

@@ -61,9 +61,16 @@ def refuse_message(message: Any, reason: str, task_id: str | None, task_name: st
     try:
         error = UnhandledMessage(f"{task_name}: {reason}; dead-lettered")
         refusal = _refusal(message, reason, task_id, task_name)
-        refuse = getattr(getattr(message, "channel", None), "refuse", None)
+        channel: Any = getattr(message, "channel", None)
+        refuse = getattr(channel, "refuse", None)
         if refuse is not None:
-            refuse(refusal, error)
+            if not refuse(refusal, error):  # Redis refused the FAILURE: not acked, the sweep returns it
+                request = _request_of(message, task_id)
+                if request is not None:
+                    worker_state.task_ready(request)
+                channel.qos.leave_for_sweep(message.delivery_tag)
+                logger.warning("message %s left for the visibility sweep: its refusal could not be written", task_id)
+                return
         else:  # not our transport: no dead-letter list, but the outcome still reaches the producer
             logger.error(
                 "refused a message from queue %r (task %s, id %s): %s", refusal.queue, task_name, task_id, reason
