@@ -253,7 +253,3 @@ def hostile_messages() -> list[tuple[str | None, bytes]]:
         message(deep),
         (None, b"\x00\xffnot json at all"),
     ]
-
-
-def primary_memory(client: redis.Redis) -> int:
-    return int(client.info("memory")["used_memory"])

@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from inference_tasks.clients.keys import UNACKED_KEY, queue_keys, result_key, sidekiq_queue_key
+from inference_tasks.clients.keys import DEAD_LETTER_KEY, UNACKED_KEY, queue_keys, result_key, sidekiq_queue_key
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 FINAL_STATES = ("SUCCESS", "FAILURE", "REVOKED")
@@ -140,11 +140,16 @@ class Collector:
             for key in [*queue_keys(INFERENCE_QUEUE), *queue_keys(TRAINING_QUEUE)]:
                 pipe.llen(key)
             pipe.hlen(UNACKED_KEY)
-            memory, *depths, unacked = pipe.execute()
+            pipe.dbsize()
+            pipe.memory_usage(DEAD_LETTER_KEY)
+            memory, *depths, unacked, keys, dead_letters = pipe.execute()
         self.ledger.samples.append(
             {
                 "at": time.time(),
                 "used_memory": int(memory["used_memory"]),
+                # What Redis keeps by design, for memory net of it (chaos.py, "redis_memory").
+                "keys": int(keys),
+                "dead_letter_bytes": int(dead_letters or 0),
                 "queued": int(sum(depths)),
                 "unacked": int(unacked),
                 "completed": self.ledger.completed(),
