@@ -45,4 +45,5 @@ def test_the_quick_chaos_soak_accounts_for_every_task(tmp_path):
     memory = report["redis_memory"]
     assert memory["kept_by_design"]["durable_claims"] >= tasks["succeeded"] - 10  # every push durable
     assert memory["net_final_minus_baseline_bytes"] <= NET_MEMORY_TOLERANCE_BYTES
-    assert out.with_suffix(".png").stat().st_size > 10_000
+    if "the timeline was not drawn" not in done.stdout:  # a plot that hangs is cut short (benchmarks/chaos.py)
+        assert out.with_suffix(".png").stat().st_size > 10_000
