@@ -18,7 +18,7 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.slow
 RESULT_TIMEOUT_S = 120
 PROBES = "tests.worker_probes"
-JOB_S = 25.0
+JOB_S = 16.0
 
 
 def key(kind: str) -> str:
@@ -164,11 +164,11 @@ def test_revoke_terminate_of_a_batched_task_ends_its_batch_and_the_others_run_ag
 
 
 def test_the_solo_trainer_renews_its_lease_while_a_job_outlasts_the_visibility_timeout(start_worker):
-    """A solo-pool trainer runs a 25 s job (its main thread busy the whole time) with a 6 s visibility
-    timeout; a second trainer, started once the job runs, sweeps for expired leases every 2 s: the
+    """A solo-pool trainer runs a 16 s job (its main thread busy the whole time) with a 3 s visibility
+    timeout; a second trainer, started once the job runs, sweeps for expired leases every second: the
     lease-renewal thread keeps the message, so it is never handed out twice."""
     solo = start_worker(
-        queues=TRAINING_QUEUE, pool="solo", include=PROBES, visibility_timeout_s=6, lease_renew_interval_s=2
+        queues=TRAINING_QUEUE, pool="solo", include=PROBES, visibility_timeout_s=3, lease_renew_interval_s=1
     )
     marker = key("attempts")
     job = solo.app.send_task("tests.hold", args=[marker, JOB_S], queue=TRAINING_QUEUE)
@@ -180,12 +180,12 @@ def test_the_solo_trainer_renews_its_lease_while_a_job_outlasts_the_visibility_t
         concurrency=1,
         profile="trainer",
         include=PROBES,
-        visibility_timeout_s=6,
-        lease_renew_interval_s=2,
+        visibility_timeout_s=3,
+        lease_renew_interval_s=1,
         redis_url=solo.redis_url,
     )
     # The sweeper must have had at least a visibility timeout plus a sweep to steal an unrenewed message.
-    assert time.monotonic() - job_started + 6 + 2 < JOB_S, "the sweeper started too late to prove anything"
+    assert time.monotonic() - job_started + 3 + 1 < JOB_S, "the sweeper started too late to prove anything"
     outcome = job.get(timeout=RESULT_TIMEOUT_S)
     assert outcome["attempt"] == 1
     assert redis.llen(marker) == 1

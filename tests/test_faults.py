@@ -290,6 +290,9 @@ LEASE_TEST_VISIBILITY_S = 6
 LEASE_TEST_RENEW_S = 2
 
 
+# Long: the chaos soak's quick run kills a whole worker under load in the default suite (its held
+# tasks come back through the sweep), and test_delivery_e2e.py renews a lease past the visibility timeout.
+@pytest.mark.long
 def test_leases_keep_long_tasks_and_a_dead_workers_tasks_come_back_fast(start_worker):
     """A 10 s task outlives a 6 s visibility timeout without a second delivery (its lease is renewed);
     then kill -9 of a whole worker holding a task: another worker runs it within timeout + sweep.
@@ -353,6 +356,8 @@ def test_redis_restart_under_load_loses_nothing(start_worker, aof_redis, tmp_pat
            recovered_after_s=round(time.monotonic() - down_at, 1))  # fmt: skip
 
 
+# Long: the chaos soak's quick run restarts both workers one at a time under load in the default suite.
+@pytest.mark.long
 def test_rolling_restart_under_steady_load_loses_and_rejects_nothing(start_worker):
     """Two workers restarted one at a time (TERM, wait, start) while a producer sends 220 tasks at a steady
     rate: all succeed, none twice; a task running when TERM arrives finishes on the old worker."""
