@@ -143,10 +143,14 @@ def start_sentinel_cluster(
 
 
 def node_bind(announce: str) -> tuple[str, ...]:
-    """redis-server options to listen on loopback and on `announce` too (none for loopback alone)."""
+    """redis-server options to listen on loopback and on `announce` too (none for loopback alone), and,
+    as a replica, to be named by `announce` whatever address it replicates from: a node restarted as a
+    replica of a primary it reached over loopback was otherwise listed as 127.0.0.1, the sentinels
+    promoted it by that address, which no other host can reach, and flapped for ten minutes (the
+    fourth 20-minute chaos run)."""
     if announce == "127.0.0.1":
         return ()
-    return ("--bind", "127.0.0.1", announce, "--protected-mode", "no")
+    return ("--bind", "127.0.0.1", announce, "--protected-mode", "no", "--replica-announce-ip", announce)
 
 
 def _wait_until_ready(cluster: SentinelCluster) -> None:
