@@ -333,6 +333,9 @@ def aof_redis(tmp_path) -> RedisServer:
         server.process.wait(timeout=10)
 
 
+# Long: the chaos soak's quick run kills the Redis primary under load, and cuts a worker's connection
+# and restores it to the same address (a partition), in the default suite.
+@pytest.mark.long
 def test_redis_restart_under_load_loses_nothing(start_worker, aof_redis, tmp_path):
     """Redis (AOF on) is shut down and started again while 200 tasks are queued and running: the worker
     reconnects by itself and every task succeeds."""

@@ -235,16 +235,23 @@ def test_a_worker_started_on_a_full_redis_waits_for_room_then_serves(full_redis_
     assert result.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384
 
 
+def replying_task_then_fill(worker, client, fill, record_id: int):
+    """Send a task that asks for a Sidekiq reply job and, once it runs, fill Redis (its first attempt
+    returns only then: tests.result_when_redis_full). Returns its result, marker and reply queue."""
+    marker, sidekiq_queue = f"attempts:{uuid.uuid4().hex}", f"replies-{uuid.uuid4().hex[:8]}"
+    spec = {"class": "EmbeddingReadyJob", "queue": sidekiq_queue, "context": {"record_id": record_id}}
+    result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 100], headers={"sidekiq_reply": spec})
+    wait_until(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
+    fill()
+    return result, marker, sidekiq_queue
+
+
 def test_a_reply_job_redis_refuses_is_retried_then_the_task_goes_back_and_replies_once(full_redis_worker):
     """The reply job's push is refused (Redis full; a failover refuses it the same way): the child
     retries it like a result write, then gives the task back. The task runs again once Redis has
     room, and exactly one reply job arrives (before, the push was logged and dropped)."""
     worker, client, fill, make_room = full_redis_worker
-    marker, sidekiq_queue = f"attempts:{uuid.uuid4().hex}", f"replies-{uuid.uuid4().hex[:8]}"
-    spec = {"class": "EmbeddingReadyJob", "queue": sidekiq_queue, "context": {"record_id": 3}}
-    result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 100], headers={"sidekiq_reply": spec})
-    wait_until(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
-    fill()
+    result, marker, sidekiq_queue = replying_task_then_fill(worker, client, fill, record_id=3)
     wait_until(lambda: f"could not push the reply job for task {result.id} yet" in worker.log(), 60, "a retried push")
     wait_until(lambda: "returning it to its queue" in worker.log(), 60, "the child to give the task back")
     make_room()
@@ -264,11 +271,7 @@ def test_a_task_whose_reply_job_was_pushed_is_not_run_again_when_its_result_stub
     The child retries the stub for INFERENCE_RESULT_WRITE_PATIENCE_S, then acks: giving the task back
     would run it again and push a second reply job (a quick chaos run in CI once saw one)."""
     worker, client, fill, make_room, sidekiq = full_redis_worker_replying_elsewhere
-    marker, sidekiq_queue = f"attempts:{uuid.uuid4().hex}", f"replies-{uuid.uuid4().hex[:8]}"
-    spec = {"class": "EmbeddingReadyJob", "queue": sidekiq_queue, "context": {"record_id": 4}}
-    result = worker.app.send_task("tests.result_when_redis_full", args=[marker, 100], headers={"sidekiq_reply": spec})
-    wait_until(lambda: client.llen(marker) == 1, RESULT_TIMEOUT_S, "the task to start")
-    fill()
+    result, marker, sidekiq_queue = replying_task_then_fill(worker, client, fill, record_id=4)
     wait_until(lambda: f"task {result.id} replied, its result stub not stored" in worker.log(), 60, "the skipped stub")
     wait_until(lambda: client.hlen(UNACKED_KEY) == 0, 30, "the ack")
     make_room()

@@ -150,6 +150,9 @@ def test_a_child_whose_model_failed_to_load_fails_every_task_clearly(start_worke
     assert broken.process.poll() is None
 
 
+# Long: recycling by task count stays in the default suite twice over (each child's own limit, above, and the
+# limit counted in tasks under micro-batching, below).
+@pytest.mark.long
 def test_recycling_after_max_tasks_replaces_children_and_loses_nothing(start_worker):
     """worker_max_tasks_per_child=3: children are replaced (new pids) and all 30 tasks succeed; no child
     runs more tasks than its own limit."""
@@ -297,6 +300,8 @@ def test_adaptive_threads_lend_idle_cores_and_take_them_back(start_worker):
     assert "adaptive threads: a child alone may use up to 2 threads" in worker.log()
 
 
+# Long: what it guards (worker/task_events.py's flush at shutdown) changes rarely.
+@pytest.mark.long
 def test_task_events_still_buffered_at_a_warm_shutdown_are_sent(start_worker):
     """Task events wait for the flush timer (here longer than the test); a warm shutdown sends them."""
     worker = start_worker(concurrency=1, task_events_flush_ms=600_000)
