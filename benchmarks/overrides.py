@@ -1,10 +1,10 @@
 """Whether each override kept only for speed still pays: ours and upstream's, alternated, in one run.
 
-Two overrides of private kombu/Celery names exist only to save the worker's main process time
+Three overrides of kombu/Celery methods exist only to save the worker's main process time
 (docs/upstream.md, "Private names we use"); each costs coupling to a pinned upstream. On a real
 redis-server on loopback, this times, on the same objects and alternately (the host drifts):
 
-- kombu's `Channel._create_client` builds a new redis.Redis for every ack, unacked record and event
+- kombu's `Channel.conn_or_acquire` builds a new redis.Redis for every ack, unacked record and event
   published; ours hands out one client per connection pool. Timed: one command (ZREM, as an ack
   sends) through a client from each.
 - kombu's `QoS.ack` removes each acked message from the unacked records in a MULTI/EXEC of its own;
@@ -24,6 +24,7 @@ import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from celery.backends.redis import RedisBackend
 from kombu import Connection
@@ -66,6 +67,10 @@ def main() -> None:
             qos = channel.qos
             tags = [str(uuid.uuid4()) for _ in range(64)]
 
+            def zrem_through(acquired: Any) -> None:
+                with acquired as client:
+                    client.zrem("unacked_index", "tag")
+
             def acks_one_by_one() -> None:
                 for tag in tags:
                     kombu_redis.QoS._remove_from_indices(qos, tag).execute()
@@ -74,9 +79,9 @@ def main() -> None:
                 qos.remove_records(tags)
 
             pairs = {
-                "Channel._create_client (ZREM)": (
-                    lambda: kombu_redis.Channel._create_client(channel).zrem("unacked_index", "tag"),
-                    lambda: channel._create_client().zrem("unacked_index", "tag"),
+                "Channel.conn_or_acquire (ZREM)": (
+                    lambda: zrem_through(kombu_redis.Channel.conn_or_acquire(channel)),
+                    lambda: zrem_through(channel.conn_or_acquire()),
                 ),
                 "QoS.ack (64 acks of a micro-batch)": (acks_one_by_one, acks_together),
                 "_store_result (one-text SUCCESS)": (

@@ -67,12 +67,10 @@ class QoS(kombu_redis.QoS):
         visibility sweep, as a dead worker's do.
         """
         if self.channel_closed():
-            if self._delivered:
-                logger.warning(
-                    "closing a channel whose transport has let go of its connection: its %d unacked message(s) "
-                    "stay recorded in Redis and return through the visibility sweep",
-                    len(self._delivered),
-                )
+            logger.warning(
+                "closing a channel whose transport has let go of its connection: its unacked messages, if any, "
+                "stay recorded in Redis and return through the visibility sweep"
+            )
             return None
         return super().restore_unacked_once(stderr)
 
@@ -106,7 +104,7 @@ class QoS(kombu_redis.QoS):
         delivery = message.delivery_info
         # The same JSON kombu writes (it reads it back with its json), by orjson: the standard
         # library's encoder was a visible share of the main process's time per message.
-        record = codec.dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        record = codec.dumps([message.envelope, delivery["exchange"], delivery["routing_key"]])
         with self.channel.conn_or_acquire() as client:
             pipe = client.pipeline(transaction=False)
             pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()}).hset(self.unacked_key, delivery_tag, record)
@@ -118,7 +116,7 @@ class QoS(kombu_redis.QoS):
         (written with the take, or by append). If Redis cannot be reached the record stays, and the
         sweep returns the message, which is refused again."""
         self.recorded_by_take.discard(delivery_tag)
-        if delivery_tag in self._delivered:
+        if self.holds(delivery_tag):
             self.ack(delivery_tag)
             return
         self.remove_records([delivery_tag])
@@ -127,7 +125,16 @@ class QoS(kombu_redis.QoS):
         """Forget a taken message here (no lease renewal, no restore on close) and leave its unacked
         record in Redis: the sweep returns it once its lease has run out."""
         self.recorded_by_take.discard(delivery_tag)
-        self._delivered.pop(delivery_tag, None)
+        if self.holds(delivery_tag):
+            virtual.QoS.ack(self, delivery_tag)  # forget it here only; Redis keeps its record
+
+    def holds(self, delivery_tag: str) -> bool:
+        """Whether the message reached kombu's bookkeeping of delivered messages (and is not acked)."""
+        try:
+            self.get(delivery_tag)
+        except KeyError:
+            return False
+        return True
 
     def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
         """kombu's, except that a record it cannot read back is dead-lettered instead of raising

@@ -10,11 +10,15 @@ producer's poll ends (dead_letter.py). The worker keeps consuming.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from queue import Empty
 from time import monotonic
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+from kombu.utils.scheduling import cycle_by_name
 from redis.exceptions import ResponseError
 
 from inference_tasks.broker.admission import CONTROL_QUEUE_SUFFIX, Admission, AdmissionDeferred
@@ -27,6 +31,15 @@ from inference_tasks.clients.keys import FETCH_RETRY_KEY
 logger = logging.getLogger(__name__)
 
 
+class ScreenedMessage(virtual.Message):
+    """kombu's message, keeping the envelope it was built from (`envelope`): the unacked record and
+    the dead-letter list store it as it arrived."""
+
+    def __init__(self, payload: dict[str, Any], channel: Any = None, **kwargs: Any) -> None:
+        self.envelope = payload
+        super().__init__(payload, channel=channel, **kwargs)
+
+
 class Channel(kombu_redis.Channel, Admission):
     """kombu's Redis channel whose reads are atomic takes (fetch.py), admitted (admission.py) before
     delivery.
@@ -36,6 +49,7 @@ class Channel(kombu_redis.Channel, Admission):
     like any held message's (a pause longer than the visibility timeout would run it twice)."""
 
     QoS = QoS
+    Message = ScreenedMessage
 
     # Our settings arrive through broker_transport_options like kombu's own.
     from_transport_options = (  # type: ignore[assignment]  # kombu types its own tuple by length
@@ -59,6 +73,9 @@ class Channel(kombu_redis.Channel, Admission):
     taking = False
     fetcher: Fetcher | None = None
     no_ack_queues: frozenset[str] = frozenset()
+    consumer_callbacks: dict[str, Any] = {}  # noqa: RUF012 - replaced whole, never mutated in place
+    # The order queues are served in (kombu's queue_order_strategy), built on first use.
+    queue_order: Any = None
 
     def close(self) -> None:
         """Write the acks still pending (QoS.ack) while the channel's connection pool is still there;
@@ -66,30 +83,75 @@ class Channel(kombu_redis.Channel, Admission):
         self.qos.write_acks()
         super().close()
 
-    def _create_client(self, asynchronous: bool = False) -> Any:
-        """kombu builds a new redis.Redis for every ack, every message's unacked bookkeeping and every
-        event published (each with a fresh table of ~200 response callbacks), a visible share of a
-        busy worker's main process (docs/benchmarks.md, "Figures behind the code"). One client per
-        connection pool serves them all; redis-py clients are safe to share (each command borrows a
-        connection from the pool)."""
-        if asynchronous:
-            return super()._create_client(asynchronous=True)
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        """kombu's, sharing one client per connection pool: kombu builds a new redis.Redis for every
+        ack, every message's unacked bookkeeping and every event published (each with a fresh table
+        of ~200 response callbacks), a visible share of a busy worker's main process
+        (docs/upstream.md, "Speed only"). redis-py clients are safe to share (each command borrows a
+        connection from the pool); the client is built again when kombu replaces its pool."""
+        if client is not None:
+            yield client
+            return
         pool = self.pool
-        cached = self.__dict__.get("_shared_client")
-        if cached is None or cached[0] is not pool:
-            cached = self._shared_client = (pool, super()._create_client())
-        return cached[1]
+        shared = self.__dict__.get("shared_client")
+        if shared is None or shared[0] is not pool:
+            with super().conn_or_acquire() as built:
+                shared = self.shared_client = (pool, built)
+        yield shared[1]
 
-    def basic_consume(self, queue: str, *args: Any, **kwargs: Any) -> Any:
-        """kombu's, noting the queues consumed without acks: no unacked record must be written for them."""
-        no_ack = kwargs.get("no_ack", args[0] if args else False)
+    def basic_consume(self, queue: str, no_ack: bool, callback: Any, consumer_tag: Any, **kwargs: Any) -> Any:
+        """kombu's, keeping the consumer's callback and whether it acks: a taken message is delivered
+        to it here (`deliver`), and no unacked record is kept for a queue consumed without acks."""
         self.no_ack_queues = self.no_ack_queues | {queue} if no_ack else self.no_ack_queues - {queue}
-        return super().basic_consume(queue, *args, **kwargs)
+        self.consumer_callbacks = {**self.consumer_callbacks, queue: callback}
+        return super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
+
+    def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
+        """kombu's synchronous read (no consumer), screened: the oldest message of `queue`'s lists,
+        priority 0 first, or None. Not the atomic take: basic_get may be called without acks, and
+        nothing would remove the record. A message whose refusal Redis cannot record goes back to
+        where it was, the next to be read."""
+        with self.conn_or_acquire() as client:
+            for step in self.priority_steps:
+                key = self.list_key(queue, step)
+                item = client.rpop(key)
+                if not item:
+                    continue
+                try:
+                    envelope = self.admit(item, queue)
+                except AdmissionDeferred:
+                    client.rpush(key, item)
+                    return None
+                if envelope is None:
+                    return None
+                message = self.Message(envelope, channel=self)
+                if not no_ack:
+                    self.qos.append(message, message.delivery_tag)
+                return message
+        return None
+
+    def list_key(self, queue: str, step: int) -> str:
+        """The Redis list holding `queue`'s messages of priority `step`: kombu's naming (its
+        producers, ours and the Ruby client push there), `queue` for priority 0."""
+        priority = self.priority(step)
+        return f"{queue}{self.sep}{priority}" if priority else queue
+
+    def queues_in_turn(self) -> list[str]:
+        """The consumed queues in the order to serve them: kombu's `queue_order_strategy` (round robin
+        by default: the queue a message last came from goes last), on a cycle of our own."""
+        order = self.queue_order
+        if order is None:
+            order = self.queue_order = cycle_by_name(self.queue_order_strategy)()
+        active = self.active_queues
+        if set(order.items) != set(active):
+            order.update(active)
+        return list(order.consume(len(active)))
 
     def _brpop_start(self, timeout: Any = None) -> None:
         """Send the consumer's next read: fetch.py's atomic take (or its wait), except on remote-control
         reply queues (kombu's own messages, consumed without acks): kombu's BRPOP there."""
-        queues = self._queue_cycle.consume(len(self.active_queues))
+        queues = self.queues_in_turn()
         if not queues:
             return
         if any(queue.endswith(CONTROL_QUEUE_SUFFIX) for queue in queues):
@@ -99,7 +161,7 @@ class Channel(kombu_redis.Channel, Admission):
         if self.fetcher is None:
             unacked = (prefix + self.unacked_key, prefix + self.unacked_index_key)
             self.fetcher = Fetcher(*unacked, prefix + FETCH_RETRY_KEY, self.fetch_wait_s)
-        lists = [(prefix + self._q_for_pri(queue, step), queue) for step in self.priority_steps for queue in queues]
+        lists = [(prefix + self.list_key(queue, step), queue) for step in self.priority_steps for queue in queues]
         command = self.fetcher.next_command(lists, self.brpop_timeout if timeout is None else timeout)
         self.taking = True
         self._in_poll = self.client.connection
@@ -124,12 +186,12 @@ class Channel(kombu_redis.Channel, Admission):
             taken = fetcher.on_reply(reply)
             if taken is None:
                 raise Empty()
-            self._queue_cycle.rotate(taken.queue)
+            self.queue_order.rotate(taken.queue)
             self._take(taken)
             return True
         finally:
             self._in_poll = None  # type: ignore[assignment]  # as kombu's own read does
-            self._flush_brpop_reauth()
+            self.maybe_reauth()  # the connection is idle: a rotated credential's AUTH may go now
 
     def _take(self, taken: Taken) -> None:
         """Deliver a message the take script recorded as unacked under `taken.tag` (its delivery tag
@@ -151,24 +213,6 @@ class Channel(kombu_redis.Channel, Admission):
         if taken.queue in self.no_ack_queues:
             self.qos.discard(taken.tag)
 
-    # kombu 5.7's Channel._get (the synchronous path: basic_get), with screening, without kombu's
-    # queue-expiry refresh (our queues never set x-expires). Not the atomic take: basic_get may be
-    # called without acks, and nothing would remove the record.
-    def _get(self, queue: str, timeout: Any = None) -> dict[str, Any]:
-        with self.conn_or_acquire() as client:
-            for pri in self.priority_steps:
-                item = client.rpop(self._q_for_pri(queue, pri))
-                if item:
-                    try:
-                        envelope = self.admit(item, queue)
-                    except AdmissionDeferred:
-                        client.rpush(self._q_for_pri(queue, pri), item)  # back where it was: the next to pop
-                        raise Empty() from None
-                    if envelope is None:
-                        raise Empty()
-                    return envelope
-            raise Empty()
-
     def _deliver_screened(self, envelope: dict[str, Any], item: bytes, queue: str) -> None:
         """Hand a screened message to its consumer; a failure there costs the message, not the worker.
 
@@ -178,7 +222,7 @@ class Channel(kombu_redis.Channel, Admission):
         message's: it is refused like a malformed one, and its unacked record, if written, removed.
         """
         try:
-            self.connection._deliver(envelope, queue)
+            self.deliver(envelope, queue)
         except Exception as error:
             if isinstance(error, tuple(self.connection.connection_errors)):
                 raise
@@ -191,6 +235,21 @@ class Channel(kombu_redis.Channel, Admission):
                 self.qos.discard(tag)
             else:  # its record stays: the sweep returns it, and it is refused again
                 self.qos.leave_for_sweep(tag)
+
+    def deliver(self, envelope: dict[str, Any], queue: str) -> None:
+        """What kombu's delivery does for a consumed queue: the Message, its unacked bookkeeping (none
+        without acks), the consumer's callback. A queue no longer consumed (its consumer cancelled
+        while the take was in flight) gets the message back, first in line, as kombu does."""
+        message = self.Message(envelope, channel=self)
+        callback = self.consumer_callbacks.get(queue) if queue in self.active_queues else None
+        if callback is None:
+            logger.warning("message %s taken from %s, no longer consumed: returned to it", message.delivery_tag, queue)
+            self.qos.append(message, message.delivery_tag)
+            self.basic_reject(message.delivery_tag, requeue=True)
+            return
+        if queue not in self.no_ack_queues:
+            self.qos.append(message, message.delivery_tag)
+        callback(message)
 
 
 class Transport(kombu_redis.Transport):
