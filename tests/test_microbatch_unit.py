@@ -19,6 +19,7 @@ from inference_tasks.batching.batcher import Batcher
 from inference_tasks.batching.plan import planned_encode
 from inference_tasks.catalogue import CROSS_ENCODER_KIND, ModelEntry
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, RERANK_TASK
+from inference_tasks.worker import context
 from inference_tasks.worker.pool import JobNotSent
 
 MINILM = ModelEntry("minilm")
@@ -43,7 +44,7 @@ class FakeRequest:
     body: bytes = b"[]"
     content_type: str = "application/json"
     content_encoding: str = "utf-8"
-    _apply_result: Any = None
+    batch_job: Any = None
 
     @property
     def task(self) -> Any:
@@ -122,7 +123,6 @@ class FakeChildren:
 class FakePool:
     def __init__(self) -> None:
         self.jobs: list[dict] = []
-        self._pool = FakeChildren()
 
     def apply_async(self, fun: Any, args: tuple = (), **callbacks: Any) -> object:
         self.jobs.append({"fun": fun, "args": args, **callbacks})
@@ -134,6 +134,7 @@ class FakeConsumer:
         self.qos = FakeQoS()
         self.timer = FakeTimer()
         self.pool = FakePool()
+        self.children = FakeChildren()  # the worker context's pool, as the batcher sees it
         self.handled: list[FakeRequest] = []
         self.app = type("App", (), {"use_fast_trace_task": True, "settings": SimpleNamespace(served_model=MINILM)})()
 
@@ -146,6 +147,7 @@ def one_text(task_id: str, text: str = "a short text") -> FakeRequest:
 
 
 def batcher(consumer: FakeConsumer, max_texts: int = 4) -> Batcher:
+    context.start().pool = consumer.children  # a fresh worker context whose pool is the fake
     return Batcher(consumer, max_texts=max_texts, wait_s=0.005, max_text_chars=10_000)
 
 
@@ -173,12 +175,12 @@ def test_small_tasks_wait_for_the_timer_then_go_to_the_pool_as_one_job():
 def test_a_batch_whose_wait_is_over_keeps_gathering_until_a_child_is_free():
     consumer = FakeConsumer()
     coalescer = batcher(consumer, max_texts=8)
-    consumer.pool._pool.idle = False
+    consumer.children.idle = False
     coalescer.add(one_text("first"))
     consumer.timer.fire()  # the wait is over, but every child is busy
     coalescer.add(one_text("second"))
     assert consumer.pool.jobs == [] and len([e for e in consumer.timer.entries if not e.cancelled]) == 1
-    consumer.pool._pool.free_one()
+    consumer.children.free_one()
     [job] = consumer.pool.jobs
     assert [entry[1] for entry in job["args"][1]] == ["first", "second"]
 
@@ -186,7 +188,7 @@ def test_a_batch_whose_wait_is_over_keeps_gathering_until_a_child_is_free():
 def test_a_task_that_finds_every_child_idle_goes_at_once():
     consumer = FakeConsumer()
     coalescer = batcher(consumer)
-    consumer.pool._pool.all_idle = True
+    consumer.children.all_idle = True
     lone = one_text("lone")
     coalescer.add(lone)
     assert consumer.handled == [lone] and consumer.timer.entries == []
@@ -196,12 +198,12 @@ def test_a_held_batch_also_finds_a_child_freed_without_notice():
     """A recycled child's replacement comes up idle without a job finishing: no on_child_free."""
     consumer = FakeConsumer()
     coalescer = batcher(consumer)
-    consumer.pool._pool.idle = False
+    consumer.children.idle = False
     coalescer.add(one_text("a"))
     coalescer.add(one_text("b"))
     consumer.timer.fire()  # wait over, every child busy: a re-check is scheduled
     assert consumer.pool.jobs == []
-    consumer.pool._pool.idle = True  # a replacement child is up; nobody says so
+    consumer.children.idle = True  # a replacement child is up; nobody says so
     consumer.timer.fire()
     assert len(consumer.pool.jobs) == 1
 
@@ -211,7 +213,7 @@ def test_a_free_child_does_not_cut_a_wait_short():
     coalescer = batcher(consumer)
     coalescer.add(one_text("a"))
     coalescer.add(one_text("b"))
-    consumer.pool._pool.free_one()
+    consumer.children.free_one()
     assert consumer.pool.jobs == []
     consumer.timer.fire()
     assert len(consumer.pool.jobs) == 1
@@ -370,9 +372,9 @@ def test_a_closed_batcher_drops_what_it_holds_and_sends_nothing_more():
     coalescer.add(one_text("held"))
     coalescer.close()
     consumer.timer.fire()
-    consumer.pool._pool.free_one()
+    consumer.children.free_one()
     assert consumer.pool.jobs == [] and consumer.handled == [] and coalescer.held == []
-    assert consumer.pool._pool.on_child_free == []
+    assert consumer.children.on_child_free == []
 
 
 def not_sent() -> Any:
@@ -421,7 +423,7 @@ def test_a_task_whose_flush_raises_is_not_held_for_a_later_batch():
     and the unit of prefetch window it took, so it never also goes out with a later batch."""
     consumer = FakeConsumer()
     coalescer = batcher(consumer)
-    consumer.pool._pool.all_idle = True
+    consumer.children.all_idle = True
 
     def broken_handle(request: FakeRequest) -> None:
         raise RuntimeError("the pool refused it")

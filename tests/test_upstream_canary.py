@@ -35,7 +35,40 @@ PINNED: dict[str, tuple[str, str]] = {
         "82b0e60149b5e172",
         "fetch.TAKE_SCRIPT (the anonymous exchange routes a restored message to the routing key's queue)",
     ),
-    "kombu.transport.redis:Channel._get": ("be26a9f1eb4cf8da", "transport.Channel._get (a copy, plus screening)"),
+    "kombu.transport.redis:Channel._get": (
+        "be26a9f1eb4cf8da",
+        "transport.Channel.basic_get (its read, plus screening)",
+    ),
+    "kombu.transport.virtual.base:Channel.basic_get": (
+        "ba4884c15b6bed6d",
+        "transport.Channel.basic_get (reproduced: the Message, its bookkeeping unless no_ack, None when empty)",
+    ),
+    "kombu.transport.virtual.base:Channel.basic_consume": (
+        "0fec962694938b61",
+        "transport.Channel.basic_consume and deliver (what kombu's per-queue callback does, reproduced)",
+    ),
+    "kombu.transport.redis:Channel.basic_consume": (
+        "34e0da85e689ff98",
+        "transport.Channel.basic_consume (calls it; queues_in_turn replaces the cycle it updates)",
+    ),
+    "kombu.transport.redis:Channel._basic_cancel": (
+        "f799ede5037500a9",
+        "transport.Channel.deliver and queues_in_turn (active_queues is updated when the cancel runs)",
+    ),
+    "kombu.transport.virtual.base:Transport._reject_inbound_message": (
+        "0fd42f24d40a132d",
+        "transport.Channel.deliver (a message for a queue no longer consumed is requeued)",
+    ),
+    "kombu.transport.redis:Channel._q_for_pri": (
+        "f3997660680dd00f",
+        "transport.Channel.list_key (kombu's list name for a queue's priority, reproduced)",
+    ),
+    "kombu.utils.scheduling:round_robin_cycle": ("99510a5cb38a5090", "transport.Channel.queues_in_turn"),
+    "kombu.utils.scheduling:priority_cycle": ("c93a25e1bb5ff12d", "transport.Channel.queues_in_turn"),
+    "kombu.transport.redis:Channel.maybe_reauth": (
+        "5ffb6d2e81d7864d",
+        "transport.Channel._brpop_read (called once a take's reply is read, as kombu's read flushes re-auth)",
+    ),
     "kombu.connection:Connection.switch": (
         "2b1f8abee4fecb28",
         "clients/failover.py (a switch re-parses the next URL's scheme into kombu's own transport)",
@@ -50,7 +83,11 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.redis:Channel._create_client": (
         "dae92bc4075dafb9",
-        "transport.Channel._create_client (one client per pool)",
+        "transport.Channel.conn_or_acquire (one client per pool: the client kombu builds, kept)",
+    ),
+    "kombu.transport.redis:Channel.conn_or_acquire": (
+        "25883caca6c4121e",
+        "transport.Channel.conn_or_acquire (calls it once per pool)",
     ),
     "kombu.transport.redis:QoS.append": (
         "35c655f6ecc62fe6",
@@ -103,11 +140,11 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.virtual.base:Transport._deliver": (
         "799e242f3ec53863",
-        "transport.Channel._deliver_screened (what delivery runs: the consumer callback, via basic_consume)",
+        "transport.Channel.deliver (reproduced: the consumer's callback, or a requeue without one)",
     ),
     "kombu.transport.virtual.base:Message.__init__": (
         "c90d08ccfa2e3e9a",
-        "request._raw_bytes and qos.QoS._record_unacked (Message._raw is the envelope)",
+        "transport.ScreenedMessage (the payload it is given is the envelope it keeps)",
     ),
     "kombu.transport.redis:QoS.reject": ("747a02434344d1a6", "qos.QoS.reject (a refused requeue stays unacked)"),
     "kombu.transport.redis:QoS.restore_by_tag": (
@@ -118,7 +155,11 @@ PINNED: dict[str, tuple[str, str]] = {
         "d4a4a40a3eaf9f23",
         "leases.py (the sweep that returns expired messages)",
     ),
-    "kombu.transport.virtual.base:QoS.ack": ("0714292b916fecb2", "qos.QoS.reject (forgets a message locally)"),
+    "kombu.transport.virtual.base:QoS.ack": (
+        "0714292b916fecb2",
+        "qos.QoS.reject and leave_for_sweep (forget a message locally)",
+    ),
+    "kombu.transport.virtual.base:QoS.get": ("b99aaf41bc131b9b", "qos.QoS.holds (KeyError: not delivered)"),
     "celery.concurrency.asynpool:AsynPool.flush": (
         "a7671d710b578e35",
         "pool.LastTaskAwareAsynPool.flush (keeps jobs in a pipe)",
@@ -172,7 +213,18 @@ PINNED: dict[str, tuple[str, str]] = {
         "21736ec661cd60d7",
         "result_backend (Reject with requeue is requeued)",
     ),
-    "celery.worker.request:Request.terminate": ("5ee69325b498e311", "pool.terminate_job, microbatch (batched revoke)"),
+    "celery.worker.request:Request.terminate": (
+        "5ee69325b498e311",
+        "pool.terminate_job; request.GuardedRequest.terminate (calls it, then ends a batched task's job)",
+    ),
+    "celery.worker.request:Request.cancel": (
+        "5078dd292fc6769d",
+        "request.GuardedRequest.cancel (calls it, then ends a batched task's job)",
+    ),
+    "celery.concurrency.prefork:TaskPool._get_info": (
+        "22514681e3ca36b5",
+        "control._children (the pids its public `info` lists)",
+    ),
     "celery.backends.base:Backend.store_result": ("2e526cc38f605e82", "result_backend.ResultBackend.store_result"),
     "celery.backends.base:BaseKeyValueStoreBackend._store_result": (
         "c0214af4c66e2999",
@@ -184,7 +236,7 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "celery.backends.redis:RedisBackend._set": (
         "93cac55f65fd7b4a",
-        "result_backend (SET with lifetime and PUBLISH, redone in the Lua script)",
+        "result_backend (SET with lifetime and PUBLISH: in the Lua script, and reproduced for big values)",
     ),
     "celery.backends.redis:RedisBackend.set": (
         "807be0ea0213ba59",

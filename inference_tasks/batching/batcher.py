@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 from weakref import ref
 
 from billiard.einfo import ExceptionInfo
@@ -39,6 +39,7 @@ from celery.worker import state as worker_state
 
 from inference_tasks.batching.batch_job import run_batch
 from inference_tasks.batching.plan import NOT_RUN, PlannedEncode, planned_encode
+from inference_tasks.worker.context import current
 from inference_tasks.worker.pool import JobNotSent
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Batcher:
         self.wait_over = False
         self.closed = False
         # The pool's view of its children (pool.py); without it every child counts as free.
-        self.pool: Any = cast(Any, getattr(consumer.pool, "_pool", None))
+        self.pool: Any = current().pool
         if hasattr(self.pool, "on_child_free"):
             self.pool.on_child_free.append(self.on_child_free)
         else:
@@ -207,7 +208,7 @@ class Batcher:
             return  # not sent (the pool already told the completion) or the pool is closing
         for request in requests:
             # Lets `revoke(terminate=True)` find the job; it ends the whole batch's child.
-            request._apply_result = ref(result) if result is not None else None
+            request.batch_job = ref(result)
         logger.info("coalesced %d tasks (%d texts) into one job", len(requests), sum(len(p.texts) for p in plans))
 
     def send_alone(self, request: Any) -> None:

@@ -187,7 +187,13 @@ class ResultStore(_MixedInto):
         current = self.get(key)
         if current and self.decode_result(current).get("status") == states.SUCCESS:
             return False
-        self._set(key, value, lifetime or None)
+        with self.client.pipeline() as pipe:  # Celery's RedisBackend.set: the write and its PUBLISH together
+            if lifetime:
+                pipe.setex(key, lifetime, value)
+            else:
+                pipe.set(key, value)
+            pipe.publish(key, value)
+            pipe.execute()
         return True
 
     def store_started_together(self, requests: list[tuple[str, dict[str, Any]]], pid: int) -> None:

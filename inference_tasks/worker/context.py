@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from inference_tasks.worker.child import ChildRecord
 from inference_tasks.worker.models import ModelHolder
@@ -33,6 +34,9 @@ class WorkerContext:
     slots: Slots = field(default_factory=Slots)
     # INFERENCE_ADAPTIVE_THREADS: the pool's shared thread budget (thread_budget.py); None when off.
     budget: SharedThreadBudget | None = None
+    # The worker's prefork pool (pool.py), set by the pool as the main process creates it; None in a
+    # solo worker. The micro-batcher and the control command ask it about children.
+    pool: Any = None
 
     def in_prefork_child(self) -> bool:
         """True in a prefork child: worker_init recorded the main process's pid, and this is another.

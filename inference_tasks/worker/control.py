@@ -36,21 +36,21 @@ def _process_facts(pid: int) -> dict[str, Any]:
 
 def _children(task_pool: Any, slots: Any) -> list[dict[str, Any]]:
     """Each prefork child: its pid, threads and RSS as the OS sees them, and what it recorded in its slot."""
-    processes = list(getattr(getattr(task_pool, "_pool", None), "_pool", None) or [])
-    if not processes and isinstance(task_pool, PreforkTaskPool):
+    pids = (task_pool.info or {}).get("processes") or [] if isinstance(task_pool, PreforkTaskPool) else []
+    if not pids and isinstance(task_pool, PreforkTaskPool):
         logger.warning(
-            "the prefork pool lists no children (billiard's Pool._pool missing or empty): "
-            "inference_processes reports none; re-check billiard's Pool (docs/upstream.md)"
+            "the prefork pool lists no children (its info has no 'processes'): inference_processes "
+            "reports none; re-check Celery's prefork TaskPool (docs/upstream.md)"
         )
     children = []
-    for process in processes:
-        if process.pid is None:
+    for pid in pids:
+        if not pid:
             continue
-        slot = getattr(process, "index", None)
+        slot = slots.slot_of(pid)
         device, gpu_memory_mib = slots.device_of(slot)
         children.append(
             {
-                **_process_facts(process.pid),
+                **_process_facts(pid),
                 "slot": slot,
                 "compute_threads": slots.compute_threads(slot),
                 "device": device,
@@ -105,7 +105,7 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,
         "import_seconds": record.import_seconds,
-        "children_exited": getattr(getattr(task_pool, "_pool", None), "children_exited", 0),
+        "children_exited": getattr(ctx.pool, "children_exited", 0),
         # Input tokens read by this worker's children since it started (usage.tokens summed; a
         # counter that restarts with the worker).
         "tokens_served": ctx.slots.tokens_served(),

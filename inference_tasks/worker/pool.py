@@ -55,6 +55,7 @@ class LastTaskAwareAsynPool(AsynPool):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.on_child_free = []
+        current().pool = self  # before the children fork: they inherit a context that names it
         super().__init__(*args, **kwargs)
 
     def has_idle_child(self) -> bool:
@@ -174,9 +175,9 @@ class LastTaskAwareAsynPool(AsynPool):
         while it leaves costs nothing next to that.
         """
         process = process_ref()
-        if process is None or self._event_loop is None or process not in self._pool:
+        if process is None or self._event_loop is None:
             return
-        if process.exitcode is not None:  # exited (billiard polls its status): reaped now
+        if process.exitcode is not None:  # exited (billiard polls its status): reaped now, or already was
             self.maintain_pool()
         elif time.monotonic() < give_up_at:
             self._event_loop.call_later(REAP_CHECK_INTERVAL_S, self._replace_when_gone, process_ref, give_up_at)

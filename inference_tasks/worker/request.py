@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from billiard.common import TERM_SIGNAME
 from billiard.einfo import ExceptionInfo
 from celery import Task
+from celery.platforms import signals as platform_signals
 from celery.worker import state as worker_state
 from celery.worker.request import Request
 
@@ -34,7 +36,26 @@ class GuardedRequest(Request):
     handling then stores FAILURE (with the reply job the message asked for), acks the message and
     forgets the request, as for a task that raised. The message also goes to the dead-letter list,
     like every refusal, since running it again could only fail the same way.
+
+    A task the micro-batcher sent in a batch holds that batch's pool job (`batch_job`, a weak
+    reference set by batching/batcher.py): `revoke(terminate=True)` ends that job too, as Celery
+    ends a task's own job.
     """
+
+    batch_job: Any = None
+
+    def terminate(self, pool: Any, signal: Any = None) -> None:
+        super().terminate(pool, signal)
+        self._end_batch_job(signal)
+
+    def cancel(self, pool: Any, signal: Any = None, emit_retry: bool = True) -> None:
+        super().cancel(pool, signal, emit_retry)
+        self._end_batch_job(signal)
+
+    def _end_batch_job(self, signal: Any) -> None:
+        job = self.batch_job() if self.batch_job is not None else None
+        if job is not None:
+            job.terminate(platform_signals.signum(signal or TERM_SIGNAME))
 
     def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
         error = getattr(exc_info, "exception", None)
@@ -126,9 +147,9 @@ def _refusal(message: Any, reason: str, task_id: str | None, task_name: str | No
 
 
 def _raw_bytes(message: Any) -> bytes:
-    """The message as it was popped from Redis (kombu keeps the decoded envelope)."""
+    """The message as it was popped from Redis (the transport's ScreenedMessage keeps its envelope)."""
     try:
-        return codec.dumps(message._raw)
+        return codec.dumps(message.envelope)
     except Exception:  # noqa: BLE001 - keep what kombu decoded of the body instead
         body = getattr(message, "body", b"")
         return body if isinstance(body, bytes) else str(body).encode("utf-8", errors="replace")

@@ -168,6 +168,7 @@ def pin_threads_and_load_model(**_: Any) -> None:
     record, holder = ctx.process, ctx.model
     if ctx.in_prefork_child():
         record.pool_slot = slots.this_childs_slot()
+        ctx.slots.record_pid(record.pool_slot, os.getpid())
         ctx.slots.flag_last_task(record.pool_slot, False)  # this slot's previous child may have set it
     if record.profile is None:  # started by something other than `celery worker`
         record.profile = PROFILE_INFERENCE

@@ -1,7 +1,7 @@
 """Per-slot facts that prefork children write and the worker's main process reads, in shared memory.
 
 A slot is a child's pool index: stable across recycles (a replacement takes the index of the child
-it replaces). Each child writes its own slot: whether its current job is its last (pool.py reads it
+it replaces). Each child writes its own slot: its pid, whether its current job is its last (pool.py reads it
 to write no job to a child that is leaving), how many native compute threads it was pinned to, its
 device and CUDA memory, and its precision (control.py reports them to `doctor` and the exporter).
 
@@ -39,6 +39,9 @@ class SlotTable:
         self.precision: Any = RawArray("b", size)
         # Input tokens the slot's children have read (usage.tokens summed), across recycles.
         self.tokens: Any = RawArray("q", size)
+        # The pid of the slot's current child (0: none started yet), so the main process can tell
+        # which slot a child it lists by pid holds.
+        self.pid: Any = RawArray("i", size)
         self.reported_outside = False
 
     def holds(self, slot: int | None) -> bool:
@@ -65,6 +68,19 @@ class Slots:
     def _entry(self, slot: int | None) -> SlotTable | None:
         table = self.table
         return table if table is not None and table.holds(slot) else None
+
+    def record_pid(self, slot: int | None, pid: int) -> None:
+        """Called in a child as it starts: the slot is now this process's."""
+        if (table := self._entry(slot)) is not None:
+            table.pid[slot] = pid
+
+    def slot_of(self, pid: int) -> int | None:
+        """The slot whose current child is `pid` (read in the main process); None if no child
+        recorded it (one forked a moment ago, or a worker without slots)."""
+        table = self.table
+        if table is None or not pid:
+            return None
+        return next((slot for slot in range(table.size) if table.pid[slot] == pid), None)
 
     def flag_last_task(self, slot: int | None, last: bool) -> None:
         """Called in a child: whether the job it just ran (or runs) is its last one."""
