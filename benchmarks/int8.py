@@ -43,7 +43,7 @@ def main() -> None:
     threads.set_offline_env(os.environ)
     from inference_tasks.config import Settings
     from inference_tasks.ops.export import export_openvino, export_openvino_int8
-    from inference_tasks.worker.models import make_embedder
+    from inference_tasks.worker.embedders import make_embedder
     from inference_tasks.worker.openvino_model import OpenVinoEmbedder
 
     cache = tempfile.mkdtemp(prefix="int8-bench-")

@@ -36,7 +36,7 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.worker.models import make_embedder
+    from inference_tasks.worker.embedders import make_embedder
 
     batch, single = make_batches(1, 64, seed=3)[0], make_batches(1, 1, seed=4)[0]
     print(f"CPU: {cpu_name()}; one thread; texts/s (batches of 64 support tickets / one at a time)")

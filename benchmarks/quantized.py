@@ -48,7 +48,7 @@ def main() -> None:
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     from inference_tasks.worker.calibration import corpus_texts
-    from inference_tasks.worker.models import make_embedder
+    from inference_tasks.worker.embedders import make_embedder
     from inference_tasks.worker.vectors import quantize, shaped
 
     tickets = [json.loads(line) for line in TICKETS.read_text().splitlines() if line.strip()]

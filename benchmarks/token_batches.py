@@ -51,7 +51,7 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.worker.models import make_embedder
+    from inference_tasks.worker.embedders import make_embedder
     from inference_tasks.worker.passes import fixed_size_passes, forward_passes, padded_tokens
 
     embedder = make_embedder("all-MiniLM-L6-v2", "cpu")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from inference_tasks.defaults import DEFAULT_MODEL
-from inference_tasks.worker.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError, resolve_model_path
+from inference_tasks.worker.embedders import resolve_model_path
+from inference_tasks.worker.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +67,14 @@ def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
 def test_loading_runs_no_forward_pass(monkeypatch):
     """The worker's main process may load (it forks afterwards) but must never run the model:
     load() alone never calls encode; the dimension comes from the model's configuration."""
-    from inference_tasks.worker import models
+    from inference_tasks.worker import embedders
 
     calls = []
-    original = models.SentenceTransformerEmbedder.encode
+    original = embedders.SentenceTransformerEmbedder.encode
     monkeypatch.setattr(
-        models.SentenceTransformerEmbedder, "encode", lambda self, *a, **k: calls.append(a) or original(self, *a, **k)
+        embedders.SentenceTransformerEmbedder,
+        "encode",
+        lambda self, *a, **k: calls.append(a) or original(self, *a, **k),
     )
     holder = ModelHolder()
     holder.load(DEFAULT_MODEL, "cpu")

@@ -74,7 +74,7 @@ def int8_dir(model_cache):
 def torch_model():
     from sentence_transformers import SentenceTransformer
 
-    from inference_tasks.worker.models import resolve_model_path
+    from inference_tasks.worker.embedders import resolve_model_path
 
     return SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu", local_files_only=True)
 

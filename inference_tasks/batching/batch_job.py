@@ -28,8 +28,9 @@ from celery.app.task import Context, get_actual_ignore_result
 from inference_tasks.batching.plan import NOT_RUN, PlannedEncode
 from inference_tasks.catalogue import CROSS_ENCODER_KIND
 from inference_tasks.worker.context import current
+from inference_tasks.worker.embedders import Embedder
 from inference_tasks.worker.jobs import job_ends, job_starts
-from inference_tasks.worker.models import Embedder, PreEncoded
+from inference_tasks.worker.models import PreEncoded
 from inference_tasks.worker.recycling import tasks_left
 
 logger = logging.getLogger(__name__)

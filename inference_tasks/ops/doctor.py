@@ -194,7 +194,7 @@ def check_model(settings: Settings) -> Check:
     threads.set_offline_env(os.environ)
     started = time.perf_counter()
     try:
-        from inference_tasks.worker.models import make_embedder
+        from inference_tasks.worker.embedders import make_embedder
 
         model, backend = settings.served_model.source, settings.model_backend
         embedder = make_embedder(model, "cpu", backend, settings.model_cache_dir, settings.openvino_precision)

@@ -42,7 +42,7 @@ class Export:
 
 def export_openvino(settings: Any, force: bool = False) -> Export:
     """The OpenVINO export of the served model (INFERENCE_MODEL) under settings.model_cache_dir, made if missing."""
-    from inference_tasks.worker.models import resolve_model_path
+    from inference_tasks.worker.embedders import resolve_model_path
     from inference_tasks.worker.threads import set_offline_env
 
     model = settings.served_model.source
@@ -94,7 +94,7 @@ def export_openvino_int8(settings: Any, force: bool = False) -> Export:
     int8 rescales per batch). Deterministic: the same corpus in the same order gives the same scales.
     `force` redoes the quantization only.
     """
-    from inference_tasks.worker.models import resolve_model_path
+    from inference_tasks.worker.embedders import resolve_model_path
 
     base = export_openvino(settings)
     model = settings.served_model.source

@@ -111,7 +111,7 @@ class InferenceCollector(Collector):
             return ""
 
     def _worker_metrics(self) -> Iterator[Any]:
-        from inference_tasks.ops.doctor import ask_workers, host_verdicts
+        from inference_tasks.ops.doctor import ask_workers
 
         try:
             replies = ask_workers(self.app, self.broadcast_timeout)
@@ -120,61 +120,73 @@ class InferenceCollector(Collector):
         workers = GaugeMetricFamily("inference_workers", "Workers that answered this scrape's broadcast")
         workers.add_metric([], len(replies))
         yield workers
-        child_labels = ["worker", "model", "slot"]
-        os_threads = GaugeMetricFamily(
-            "inference_child_os_threads", "Threads the kernel counts in a child", labels=child_labels
-        )
-        compute = GaugeMetricFamily(
-            "inference_child_compute_threads",
-            "Native compute threads a child's pools run (torch, BLAS, OpenMP)",
-            labels=child_labels,
-        )
-        rss = GaugeMetricFamily("inference_child_rss_bytes", "Resident memory of a child", labels=child_labels)
-        load = GaugeMetricFamily(
-            "inference_worker_model_load_seconds",
-            "Model load time in the worker's main process (preloaded)",
-            labels=["worker", "model"],
-        )
-        runtime = GaugeMetricFamily(
-            "inference_child_runtime_info",
-            "1 per child: the model runtime (torch, openvino) and the precision it computes in (f32, bf16, f16)",
-            labels=[*child_labels, "backend", "precision"],
-        )
-        exited = CounterMetricFamily(
-            "inference_worker_children_exited",
-            "Children that exited and were replaced (recycles, crashes)",
-            labels=["worker"],
-        )
-        tokens = CounterMetricFamily(
-            "inference_tokens",
-            "Input tokens the model read for inference tasks (usage.tokens summed), per worker and model",
-            labels=["worker", "model"],
-        )
-        for node, report in sorted(replies.items()):
-            model = report.get("alias") or ""
-            tokens.add_metric([node, model], report.get("tokens_served") or 0)
-            for child in report["children"]:
-                labels = [node, model, str(child["slot"])]
-                os_threads.add_metric(labels, child["os_threads"])
-                compute.add_metric(labels, child["compute_threads"])
-                rss.add_metric(labels, child["rss_bytes"])
-                runtime.add_metric([*labels, report.get("backend", "torch"), child.get("precision") or "unknown"], 1)
-            if report.get("model_load_seconds") is not None:
-                load.add_metric([node, model], report["model_load_seconds"])
-            exited.add_metric([node], report.get("children_exited") or 0)
-        yield from (os_threads, compute, rss, runtime, load, exited, tokens)
-        host_threads = GaugeMetricFamily(
-            "inference_host_compute_threads", "Compute threads of every child on a host, added up", labels=["host"]
-        )
-        host_cores = GaugeMetricFamily("inference_host_cores", "Cores the workers on a host may use", labels=["host"])
-        oversubscribed = GaugeMetricFamily(
-            "inference_host_oversubscribed", "1 when a host's compute threads exceed its cores", labels=["host"]
-        )
-        for host in host_verdicts(replies):
-            host_threads.add_metric([host.host], host.compute_threads)
-            host_cores.add_metric([host.host], host.cores)
-            oversubscribed.add_metric([host.host], int(host.compute_threads > host.cores))
-        yield from (host_threads, host_cores, oversubscribed)
+        yield from _child_metrics(replies)
+        yield from _host_metrics(replies)
+
+
+def _child_metrics(replies: dict[str, Any]) -> Iterator[Any]:
+    """Per worker and child, from each worker's inference_processes reply."""
+    child_labels = ["worker", "model", "slot"]
+    os_threads = GaugeMetricFamily(
+        "inference_child_os_threads", "Threads the kernel counts in a child", labels=child_labels
+    )
+    compute = GaugeMetricFamily(
+        "inference_child_compute_threads",
+        "Native compute threads a child's pools run (torch, BLAS, OpenMP)",
+        labels=child_labels,
+    )
+    rss = GaugeMetricFamily("inference_child_rss_bytes", "Resident memory of a child", labels=child_labels)
+    load = GaugeMetricFamily(
+        "inference_worker_model_load_seconds",
+        "Model load time in the worker's main process (preloaded)",
+        labels=["worker", "model"],
+    )
+    runtime = GaugeMetricFamily(
+        "inference_child_runtime_info",
+        "1 per child: the model runtime (torch, openvino) and the precision it computes in (f32, bf16, f16)",
+        labels=[*child_labels, "backend", "precision"],
+    )
+    exited = CounterMetricFamily(
+        "inference_worker_children_exited",
+        "Children that exited and were replaced (recycles, crashes)",
+        labels=["worker"],
+    )
+    tokens = CounterMetricFamily(
+        "inference_tokens",
+        "Input tokens the model read for inference tasks (usage.tokens summed), per worker and model",
+        labels=["worker", "model"],
+    )
+    for node, report in sorted(replies.items()):
+        model = report.get("alias") or ""
+        tokens.add_metric([node, model], report.get("tokens_served") or 0)
+        for child in report["children"]:
+            labels = [node, model, str(child["slot"])]
+            os_threads.add_metric(labels, child["os_threads"])
+            compute.add_metric(labels, child["compute_threads"])
+            rss.add_metric(labels, child["rss_bytes"])
+            runtime.add_metric([*labels, report.get("backend", "torch"), child.get("precision") or "unknown"], 1)
+        if report.get("model_load_seconds") is not None:
+            load.add_metric([node, model], report["model_load_seconds"])
+        exited.add_metric([node], report.get("children_exited") or 0)
+    yield from (os_threads, compute, rss, runtime, load, exited, tokens)
+
+
+def _host_metrics(replies: dict[str, Any]) -> Iterator[Any]:
+    """Per host: the workers' compute threads added up against the cores they may use."""
+    from inference_tasks.ops.doctor import host_verdicts
+
+    host_threads = GaugeMetricFamily(
+        "inference_host_compute_threads", "Compute threads of every child on a host, added up", labels=["host"]
+    )
+    host_cores = GaugeMetricFamily("inference_host_cores", "Cores the workers on a host may use", labels=["host"])
+    oversubscribed = GaugeMetricFamily(
+        "inference_host_oversubscribed", "1 when a host's compute threads exceed its cores", labels=["host"]
+    )
+    for host in host_verdicts(replies):
+        host_threads.add_metric([host.host], host.compute_threads)
+        host_cores.add_metric([host.host], host.cores)
+        oversubscribed.add_metric([host.host], int(host.compute_threads > host.cores))
+    yield from (host_threads, host_cores, oversubscribed)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -31,7 +31,8 @@ from inference_tasks.worker.vectors import shaped
 if TYPE_CHECKING:
     import numpy as np
 
-    from inference_tasks.worker.models import Embedder, ModelHolder
+    from inference_tasks.worker.embedders import Embedder
+    from inference_tasks.worker.models import ModelHolder
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from inference_tasks.worker.models import Embedder
+    from inference_tasks.worker.embedders import Embedder
 
 
 def forward_passes(counts: Sequence[int], max_texts: int, max_tokens: int | None) -> list[list[int]]:

@@ -113,19 +113,7 @@ def embed_chunks(
         EMBED_CHUNKS_TASK, settings.served_model, normalize=normalize, encoding=encoding, prompt_name=prompt_name,
         prompt=prompt, dimensions=dimensions, dim=embedder.dim,
     )  # fmt: skip
-    limit = embedder.max_tokens
-    if limit is None:
-        raise InvalidInput(
-            f"{EMBED_CHUNKS_TASK}: model {alias!r} reads texts of any length; send them to inference.embed whole"
-        )
-    size = limit if chunk_tokens is None else check_count(EMBED_CHUNKS_TASK, "chunk_tokens", chunk_tokens, 1, limit)
-    room = size - embedder.special_tokens() - embedder.prefix_tokens(options.prompt)
-    if room < 1:
-        raise InvalidInput(
-            f"{EMBED_CHUNKS_TASK}: chunk_tokens {size} leaves no room for text after the model's special tokens "
-            "and the prompt; ask for more"
-        )
-    overlap = check_count(EMBED_CHUNKS_TASK, "overlap_tokens", overlap_tokens, 0, room - 1)
+    room, overlap = _window(embedder, alias, options.prompt, chunk_tokens, overlap_tokens)
     text_spans = []
     for text in texts:
         try:
@@ -157,6 +145,24 @@ def embed_chunks(
     result["usage"] = clock.usage(count, None)
     note_tokens(count)
     return result
+
+
+def _window(embedder: Any, alias: str, prompt: str, chunk_tokens: Any, overlap_tokens: Any) -> tuple[int, int]:
+    """The word pieces of text a window holds (chunk_tokens less the model's special tokens and the
+    prompt's) and how many neighbours share; a wrong chunk_tokens or overlap_tokens fails the task."""
+    limit = embedder.max_tokens
+    if limit is None:
+        raise InvalidInput(
+            f"{EMBED_CHUNKS_TASK}: model {alias!r} reads texts of any length; send them to inference.embed whole"
+        )
+    size = limit if chunk_tokens is None else check_count(EMBED_CHUNKS_TASK, "chunk_tokens", chunk_tokens, 1, limit)
+    room = size - embedder.special_tokens() - embedder.prefix_tokens(prompt)
+    if room < 1:
+        raise InvalidInput(
+            f"{EMBED_CHUNKS_TASK}: chunk_tokens {size} leaves no room for text after the model's special tokens "
+            "and the prompt; ask for more"
+        )
+    return room, check_count(EMBED_CHUNKS_TASK, "overlap_tokens", overlap_tokens, 0, room - 1)
 
 
 def _per_chunk(rows: dict[str, Any], count: int) -> list[Any]:

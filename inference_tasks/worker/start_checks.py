@@ -55,7 +55,7 @@ def refuse_to_start_without_the_export(settings: Any) -> None:
     forks the children (libgomp), and would repeat a deploy step on every start; a worker that
     started anyway would fail every task. SystemExit passes through Celery's signal dispatch.
     """
-    from inference_tasks.worker.models import resolve_model_path
+    from inference_tasks.worker.embedders import resolve_model_path
     from inference_tasks.worker.openvino_model import (
         is_exported,
         missing_export_message,

@@ -11,7 +11,8 @@ from inference_tasks.request_options import EncodeOptions
 from inference_tasks.validation import InvalidInput
 from inference_tasks.worker import calibration
 from inference_tasks.worker.context import current
-from inference_tasks.worker.models import Embedder, ModelHolder
+from inference_tasks.worker.embedders import Embedder
+from inference_tasks.worker.models import ModelHolder
 from inference_tasks.worker.usage import TokenCount, count_tokens
 from inference_tasks.worker.vectors import BUCKETED_ENCODINGS, encoded, shaped
 
