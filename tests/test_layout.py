@@ -192,3 +192,26 @@ def test_benchmarks_are_a_harness_library_and_scripts_with_no_import_cycle() -> 
     harness = {name for name in graph if name.startswith("benchmarks.harness")}
     assert not {target for name in harness for target in graph[name]} - harness
     assert [path.name for path in BENCHMARKS.rglob("*.py") if "sys.path" in path.read_text()] == []
+
+
+# Small modules with one job: a module over this many lines has two (split it, don't raise this).
+MOST_MODULE_LINES = 300
+MOST_FUNCTION_LINES = 60
+# Functions allowed past the bound, each with why.
+LONG_FUNCTIONS = {
+    "inference_tasks.app.celery_conf": "one dict literal: every Celery setting we set, each with its why",
+}
+
+
+def test_no_module_over_300_lines_and_no_function_over_60() -> None:
+    too_long = []
+    for name, path in modules().items():
+        source = path.read_text()
+        if (count := len(source.splitlines())) > MOST_MODULE_LINES:
+            too_long.append(f"{name}: {count} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MOST_FUNCTION_LINES and f"{name}.{node.name}" not in LONG_FUNCTIONS:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert too_long == []

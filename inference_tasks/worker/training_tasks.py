@@ -188,14 +188,7 @@ def embed_corpus(
         texts = check_texts(task, texts, settings, settings.max_corpus_texts, "MAX_CORPUS_TEXTS")
         total = len(texts)
     else:
-        if not isinstance(source_key, str) or not source_key:
-            raise InvalidInput(f"{task}: source_key must be the name of a Redis list")
-        total = int(client.llen(source_key))
-        if not 0 < total <= settings.max_corpus_texts:
-            raise InvalidInput(
-                f"{task}: Redis list {source_key!r} holds {total} texts; it must hold 1 to "
-                f"{settings.max_corpus_texts} (INFERENCE_MAX_CORPUS_TEXTS)"
-            )
+        total = _source_length(client, source_key, settings.max_corpus_texts)
     model = current().model.get()
     job_id = self.request.id or "local"
     pages = 0
@@ -225,3 +218,16 @@ def embed_corpus(
         "page_key": corpus_page_key(job_id, "{page}"),
         "expires_s": settings.corpus_expires_s,
     }
+
+
+def _source_length(client: Any, source_key: Any, most: int) -> int:
+    """How many texts the `source_key` list holds; a missing, empty or too long one fails the task."""
+    if not isinstance(source_key, str) or not source_key:
+        raise InvalidInput(f"{EMBED_CORPUS_TASK}: source_key must be the name of a Redis list")
+    total = int(client.llen(source_key))
+    if not 0 < total <= most:
+        raise InvalidInput(
+            f"{EMBED_CORPUS_TASK}: Redis list {source_key!r} holds {total} texts; it must hold 1 to "
+            f"{most} (INFERENCE_MAX_CORPUS_TEXTS)"
+        )
+    return total
