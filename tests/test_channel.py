@@ -93,3 +93,21 @@ def test_a_message_taken_for_a_queue_no_longer_consumed_goes_back_to_it(fresh_re
     last_out = json.loads(client.lindex(INFERENCE_QUEUE, 0))  # consumers pop from the right
     assert last_out["headers"]["id"] == taken.headers["id"]
     assert client.hlen(UNACKED_KEY) == 0 and client.zcard(UNACKED_INDEX_KEY) == 0
+
+
+def test_the_qos_counts_the_messages_it_holds_within_the_prefetch_window(fresh_redis_url):
+    """What a channel closing without its connection reports as left to the sweep (qos.held_count)."""
+    url = fresh_redis_url()
+    app = create_app(Settings(redis_url=url))
+    for number in range(2):
+        app.send_task(EMBED_TASK, args=[[f"held {number}"]], queue=INFERENCE_QUEUE)
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        assert channel.qos.held_count() == 0  # no prefetch limit: nothing to tell
+        channel.basic_qos(prefetch_count=5)
+        first, second = channel.basic_get(INFERENCE_QUEUE), channel.basic_get(INFERENCE_QUEUE)
+        assert channel.qos.held_count() == 2
+        first.ack()
+        assert channel.qos.held_count() == 1
+        second.ack()
+        channel.qos.write_acks()

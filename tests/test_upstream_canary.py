@@ -160,6 +160,10 @@ PINNED: dict[str, tuple[str, str]] = {
         "qos.QoS.reject and leave_for_sweep (forget a message locally)",
     ),
     "kombu.transport.virtual.base:QoS.get": ("b99aaf41bc131b9b", "qos.QoS.holds (KeyError: not delivered)"),
+    "kombu.transport.virtual.base:QoS.can_consume_max_estimate": (
+        "936d3958266c68d3",
+        "qos.QoS.held_count (the prefetch window less what is delivered and not acked)",
+    ),
     "celery.concurrency.asynpool:AsynPool.flush": (
         "a7671d710b578e35",
         "pool.LastTaskAwareAsynPool.flush (keeps jobs in a pipe)",

@@ -67,10 +67,12 @@ class QoS(kombu_redis.QoS):
         visibility sweep, as a dead worker's do.
         """
         if self.channel_closed():
-            logger.warning(
-                "closing a channel whose transport has let go of its connection: its unacked messages, if any, "
-                "stay recorded in Redis and return through the visibility sweep"
-            )
+            if held := self.held_count():
+                logger.warning(
+                    "closing a channel whose transport has let go of its connection: its %d unacked message(s) "
+                    "stay recorded in Redis and return through the visibility sweep",
+                    held,
+                )
             return None
         return super().restore_unacked_once(stderr)
 
@@ -127,6 +129,13 @@ class QoS(kombu_redis.QoS):
         self.recorded_by_take.discard(delivery_tag)
         if self.holds(delivery_tag):
             virtual.QoS.ack(self, delivery_tag)  # forget it here only; Redis keeps its record
+
+    def held_count(self) -> int:
+        """How many delivered messages are not yet acked, from kombu's public estimate of what the
+        prefetch window has left (0 when the consumer has no prefetch limit: nothing to tell)."""
+        if not self.prefetch_count:
+            return 0
+        return self.prefetch_count - (self.can_consume_max_estimate() or 0)
 
     def holds(self, delivery_tag: str) -> bool:
         """Whether the message reached kombu's bookkeeping of delivered messages (and is not acked)."""
