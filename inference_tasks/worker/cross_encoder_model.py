@@ -16,27 +16,21 @@ from typing import TYPE_CHECKING
 
 from inference_tasks.catalogue import CROSS_ENCODER_KIND
 from inference_tasks.worker import tokens
-from inference_tasks.worker.torch_placement import place_module
+from inference_tasks.worker.torch_placement import TorchModelFacts, place_module
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-class CrossEncoderScorer:
+class CrossEncoderScorer(TorchModelFacts):
     """The Embedder interface where it applies (name, device, tokens, placement); `score_pairs`, not `encode`."""
 
-    backend = "torch"
     kind = CROSS_ENCODER_KIND
 
     def __init__(self, name: str, path: Path, device: str) -> None:
         from sentence_transformers import CrossEncoder
 
-        self.name = name
-        self.device = device
-        self.precision: str | None = "f32"
-        self.threads: int | None = None
-        self.batch_size = 32
-        self.max_pass_tokens: int | None = None  # pairs go in passes of batch_size
+        super().__init__(name, device)  # pairs go in passes of batch_size (no token bound)
         self.dim = 0  # no vectors
         self._model = CrossEncoder(str(path), device=device, local_files_only=True)
         if self._model.num_labels != 1:

@@ -14,7 +14,7 @@ from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.worker import tokens
 from inference_tasks.worker.embedding_model import EmbeddingModel
 from inference_tasks.worker.passes import encode_in_passes
-from inference_tasks.worker.torch_placement import place_module
+from inference_tasks.worker.torch_placement import TorchModelFacts, place_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,23 +92,13 @@ def resolve_model_path(model: str) -> Path:
     return path
 
 
-class SentenceTransformerEmbedder(EmbeddingModel):
+class SentenceTransformerEmbedder(EmbeddingModel, TorchModelFacts):
     """A sentence-transformers model loaded from a local directory, run by torch."""
-
-    backend = "torch"
 
     def __init__(self, name: str, path: Path, device: str) -> None:
         from sentence_transformers import SentenceTransformer
 
-        self.name = name
-        self.device = device
-        self.precision: str | None = "f32"
-        # torch's own pools (threads.compute_threads reads them); nothing of its own.
-        self.threads: int | None = None
-        # Texts per forward pass within one encode call (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA), and
-        # padded tokens per pass (INFERENCE_MICROBATCH_MAX_TOKENS); place_model sets both.
-        self.batch_size = 32
-        self.max_pass_tokens: int | None = None
+        TorchModelFacts.__init__(self, name, device)
         self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         # Read from the configuration, not from a forward pass: this may run in the worker's main
         # process, which must never run one (it forks afterwards).

@@ -1,10 +1,29 @@
-"""Moving a torch-run model (an embedder or a cross-encoder) onto a child's device."""
+"""A torch-run model (an embedder or a cross-encoder): the facts it reports, and moving it onto a
+child's device."""
 
 from __future__ import annotations
 
 from typing import Any
 
 CUDA_PRECISIONS = {"float16": "f16", "bfloat16": "bf16"}
+
+
+class TorchModelFacts:
+    """What a sentence-transformers model run by torch reports (the Embedder protocol) before
+    place_model sets its passes: f32 until placed in another dtype, no thread pool of its own."""
+
+    backend = "torch"
+
+    def __init__(self, name: str, device: str) -> None:
+        self.name = name
+        self.device = device
+        self.precision: str | None = "f32"
+        # torch's own pools (threads.compute_threads reads them); nothing of its own.
+        self.threads: int | None = None
+        # Texts (or pairs) per forward pass within one call (INFERENCE_ENCODE_BATCH_SIZE_CPU/_CUDA), and
+        # padded tokens per pass (INFERENCE_MICROBATCH_MAX_TOKENS); place_model sets both.
+        self.batch_size = 32
+        self.max_pass_tokens: int | None = None
 
 
 def place_module(module: Any, device: str, dtype: str) -> str | None:
