@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -42,12 +43,17 @@ def test_procfile_worker_and_trainer_lines_start_the_two_profiles(fresh_redis_ur
             command = [str(bin_dir / procfile()[name][0]), *procfile()[name][1:], "-n", f"procfile-{name}@%h"]
             env = clean_env(REDIS_URL=url, INFERENCE_CONCURRENCY="2", INFERENCE_TRAINER_THREADS="2")
             process = WorkerProcess(name, command, env, tmp_path / f"{name}.log", url, producer_app(url))
-            started.append(process.launch())
+            started.append(process.launch(wait_ready=False))  # both start at once: imports dominate
+        for process in started:
+            process.wait_ready()
         app = started[0].app
         inference = app.send_task(WORKER_INFO_TASK).get(timeout=120)
         training = app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=120)
         trainer_children = started[1].child_pids()
     finally:
+        for process in started:  # both warm shutdowns at once
+            if process.process.poll() is None:
+                process.process.send_signal(signal.SIGTERM)
         for process in started:
             process.stop()
     assert (inference["profile"], inference["torch_threads"]) == ("inference", 1)

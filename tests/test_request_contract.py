@@ -10,6 +10,8 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -275,16 +277,43 @@ def test_embed_chunks_refuses_bad_arguments_naming_them(app, kwargs, named):
 # ---- A catalogue with prompts and a cross-encoder, each served by its own pool.
 
 
-@pytest.fixture(scope="module")
-def cross_encoder_dir(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("models") / "ticket-cross-encoder"
-    subprocess.run([sys.executable, "-m", "tests.support.cross_encoder", str(target)], cwd=REPO_ROOT, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
-    return target
+@dataclass
+class Fit:
+    """The test cross-encoder being fitted (~25 s) in a process of its own, into `target`."""
+
+    target: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def done(self) -> Path:
+        if self.process.wait(timeout=300) != 0:
+            raise RuntimeError(f"fitting the test cross-encoder failed:\n{self.log.read_text()[-4000:]}")
+        return self.target
 
 
 @pytest.fixture(scope="module")
-def catalogue_pools(start_worker, fresh_redis_url, tmp_path_factory, cross_encoder_dir):
+def cross_encoder_fit(tmp_path_factory) -> Iterator[Fit]:
+    """Started first, so the catalogue's first pool starts while it fits. Its directory exists from
+    the start: the catalogue names it, and a catalogue source must be a directory."""
+    root = tmp_path_factory.mktemp("models")
+    target, log = root / "ticket-cross-encoder", root / "fit.log"
+    target.mkdir()
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "tests.support.cross_encoder", str(target)], cwd=REPO_ROOT,
+                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    yield Fit(target, process, log)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def cross_encoder_dir(cross_encoder_fit) -> Path:
+    return cross_encoder_fit.done()
+
+
+@pytest.fixture(scope="module")
+def catalogue_pools(start_worker, fresh_redis_url, tmp_path_factory, cross_encoder_fit):
     root = tmp_path_factory.mktemp("catalogue")
     models = root / "models.toml"
     models.write_text(
@@ -293,12 +322,13 @@ def catalogue_pools(start_worker, fresh_redis_url, tmp_path_factory, cross_encod
         'prompts = { query = "query: ", passage = "passage: " }\n'
         'default_prompt = "passage"\n'
         "[models.reranker]\n"
-        f'source = "{cross_encoder_dir}"\n'
+        f'source = "{cross_encoder_fit.target}"\n'
         'kind = "cross-encoder"\n'
     )
     url = fresh_redis_url()
     common = {"redis_url": url, "concurrency": 1, "models_file": str(models)}
-    prompted = start_worker(model="prompted", **common)
+    prompted = start_worker(model="prompted", **common)  # while the cross-encoder fits
+    cross_encoder_fit.done()
     reranker = start_worker(model="reranker", **common)
     return {"app": producer_app(url), "prompted": prompted, "reranker": reranker}
 
