@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -24,6 +25,7 @@ from tests.support import celery_nodes, localstack
 from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
+    WORKER_STOP_TIMEOUT_S,
     RedisServer,
     TlsFiles,
     WorkerProcess,
@@ -87,8 +89,12 @@ def start_worker(
     for worker in started:
         if worker.process.poll() is None:
             worker.process.send_signal(signal.SIGTERM)
+    # One deadline for all: a worker whose Redis a module already stopped sleeps in Celery's
+    # reconnect loop and may not end on TERM; waiting the full timeout for each such worker in turn
+    # once cost this teardown 155 s.
+    deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
     for worker in started:
-        worker.stop()
+        worker.stop(timeout=max(1.0, deadline - time.monotonic()))
 
 
 @pytest.fixture(scope="session")

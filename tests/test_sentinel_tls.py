@@ -24,6 +24,8 @@ from tests.support.waiting import wait_until
 from tests.support.wire import encode, task_message
 
 RESULT_TIMEOUT_S = 60
+# Sentinel's TILT (30 s), a failover-timeout (5 s, twice after an aborted attempt) and the failover.
+PROMOTION_TIMEOUT_S = 90
 
 
 @pytest.mark.slow
@@ -69,7 +71,15 @@ def test_a_fleet_serves_through_sentinels_over_tls_and_follows_a_failover(start_
             redis.Redis(port=cluster.primary.port, socket_timeout=2).ping()
         old_primary = cluster.primary.port
         cluster.kill_primary()
-        wait_until(lambda: cluster.master_port() not in (None, old_primary), 30, "a sentinel to promote the replica")
+
+        # A failover takes seconds, but a sentinel that sees its host stall (2 s without its timer,
+        # a busy CI host) enters TILT and holds every failover for 30 s; the first attempt after it
+        # may abort (the replica's state is stale) and wait a failover-timeout. Seen once in CI: TILT
+        # 6 s before the kill, an aborted attempt 24 s after it, the next one due 10 s later.
+        def replica_promoted() -> bool:
+            return cluster.master_port() not in (None, old_primary)
+
+        wait_until(replica_promoted, PROMOTION_TIMEOUT_S, "a sentinel to promote the replica")
         second = app.send_task(EMBED_TASK, args=[["after the failover, over TLS"]])
         after = second.get(timeout=RESULT_TIMEOUT_S)
         # Still our transport after the failover: a task producers may not send is refused unread
