@@ -25,7 +25,6 @@ from tests.support import celery_nodes, localstack
 from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
-    WORKER_STOP_TIMEOUT_S,
     RedisServer,
     TlsFiles,
     WorkerProcess,
@@ -68,6 +67,10 @@ def fresh_redis_url(redis_server: RedisServer) -> Callable[[], str]:
     return build
 
 
+# How long the workers still running at the end of the session get to stop, together, before SIGKILL.
+SESSION_END_STOP_S = 10
+
+
 @pytest.fixture(scope="session")
 def start_worker(
     tmp_path_factory: pytest.TempPathFactory, fresh_redis_url: Callable[[], str]
@@ -89,10 +92,11 @@ def start_worker(
     for worker in started:
         if worker.process.poll() is None:
             worker.process.send_signal(signal.SIGTERM)
-    # One deadline for all: a worker whose Redis a module already stopped sleeps in Celery's
-    # reconnect loop and may not end on TERM; waiting the full timeout for each such worker in turn
-    # once cost this teardown 155 s.
-    deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
+    # One deadline for all, short: a worker whose Redis a module already stopped sleeps in Celery's
+    # reconnect loop and may not end on TERM (waiting the full stop timeout for each such worker in
+    # turn once cost this teardown 155 s; one shared 30 s deadline still 30 s). An idle worker's warm
+    # shutdown takes 1-3 s; the tests of shutdown itself stop their workers on their own.
+    deadline = time.monotonic() + SESSION_END_STOP_S
     for worker in started:
         worker.stop(timeout=max(1.0, deadline - time.monotonic()))
 
