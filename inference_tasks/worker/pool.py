@@ -46,7 +46,9 @@ class LastTaskAwareAsynPool(AsynPool):
     # Called (on the event loop) each time a child finishes a job and can take another:
     # the micro-batcher (batching/batcher.py) hands over a batch it held while every child was busy.
     on_child_free: list[Callable[[], None]]
-    # Set by Celery while it registers with the loop (billiard calls it once per exited child).
+    # Set by Celery while it registers with the loop (billiard calls them once per child forked, and
+    # once per exited child).
+    on_process_up: Callable[[Any], None]
     on_process_down: Callable[[Any], None]
 
     # Children that exited and were replaced since the worker started (recycles and crashes),
@@ -79,6 +81,15 @@ class LastTaskAwareAsynPool(AsynPool):
             process_down(process)
 
         self.on_process_down = count_and_clean_up
+        process_up = self.on_process_up
+
+        def record_and_register(process: Any) -> None:
+            # The slot's pid, as soon as the child exists (the child records it again at its start):
+            # the control command finds a replacement's slot by it before the child has started.
+            current().slots.record_pid(getattr(process, "index", None), process.pid)
+            process_up(process)
+
+        self.on_process_up = record_and_register
 
     def on_job_ready(self, job: Any, i: int, obj: Any, inqW_fd: int) -> None:
         process = self._fileno_to_inq.get(inqW_fd)
