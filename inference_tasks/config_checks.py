@@ -33,6 +33,16 @@ class ConfigError(ValueError):
 
 def check_sentinel_url(variable: str, url: str) -> None:
     """Every `;`-separated part must be sentinel://[:password@]host:port; a database, if any, on the last."""
+    sentinel_addresses(variable, url)
+
+
+def sentinel_addresses(variable: str, url: str) -> list[tuple[str, int]]:
+    """The (host, port) of every `;`-separated part of a sentinel:// URL.
+
+    A part without a host or a port is a ConfigError naming the variable: passed on as None it would
+    reach redis-py's Sentinel and fail only at the first connection, far from the setting.
+    """
+    addresses = []
     for part in url.split(";"):
         parts = urlsplit(part)
         try:
@@ -41,6 +51,8 @@ def check_sentinel_url(variable: str, url: str) -> None:
             port = None
         if parts.scheme != SENTINEL_SCHEME or not parts.hostname or not port:
             raise ConfigError(f"{variable}: {redact(part)!r} is not sentinel://host:port")
+        addresses.append((parts.hostname, port))
+    return addresses
 
 
 def database_on_every_part(url: str) -> str:

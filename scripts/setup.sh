@@ -6,8 +6,9 @@
 #     the simulated hosts, and Rails
 #     (railties, activerecord, activejob, sqlite3) and minitest, for the gem's suite and running deploy/rails
 #     inside a real Rails app
-#   - a virtual environment in .venv (VENV=... to move it) with torch==2.13.0 (CPU build, pinned by
-#     constraints.txt so no later install swaps in a multi-GB CUDA build) and this package.
+#   - a virtual environment in .venv (VENV=... to move it) holding exactly requirements/dev.lock (every
+#     package at one version with its sha256, torch 2.13.0 CPU among them; scripts/lock.sh refreshes
+#     it) and this package, editable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -42,12 +43,29 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
-# torch first and exactly, then everything else under the same constraint.
-"$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[dev,flower,bench,openvino,multilingual]"
-"$VENV/bin/python" -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+"$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' ||
+  { echo "setup: the lock is for CPython 3.11; $VENV has $("$VENV/bin/python" -V) (PYTHON=python3.11)" >&2; exit 1; }
+source scripts/torch_wheels.sh
+pip=("$VENV/bin/python" -m pip)
+# Exactly the lock: every package at its locked version, every file checked against its sha256, and
+# no resolver (--no-deps: the lock is the whole closure already). A pip.conf's extra index that lacks
+# a package warns once per package; those lines say nothing about this install.
+"${pip[@]}" install -q --require-hashes --no-deps --find-links "$TORCH_FIND_LINKS" -r requirements/dev.lock \
+  2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+# And nothing else: what an earlier install left that the lock no longer holds is removed.
+normalize() { sed -E 's/[=<>; ].*//' | tr 'A-Z_.' 'a-z--' | sort -u; }
+stale=$(comm -23 <("${pip[@]}" freeze --exclude-editable | grep -v '^-e ' | normalize) \
+  <(grep -E '^[A-Za-z0-9]' requirements/dev.lock | normalize))
+if [ -n "$stale" ]; then
+  echo "setup: removing what the lock does not hold: $(echo $stale)"
+  "${pip[@]}" uninstall -q -y $stale
+fi
+# This package, editable, built by the locked setuptools (an isolated build would fetch its own);
+# without PYTHONWARNINGS setuptools prints a page on every editable install.
+PYTHONWARNINGS=ignore "${pip[@]}" install -q --no-deps --no-build-isolation -e .
+"${pip[@]}" check >/dev/null
+"$VENV/bin/python" -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 echo "setup: ready ($("$VENV/bin/python" -c 'import torch, celery; print(f"torch {torch.__version__}, celery {celery.__version__}")'))"
 # INFERENCE_BACKEND=openvino: export the model once (offline, ~5 s) into INFERENCE_MODEL_CACHE.
 if [ "${INFERENCE_BACKEND:-torch}" = openvino ]; then

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
-from tests.support import celery_nodes, localstack
+from tests.support import celery_nodes, localstack, tiers
 from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
@@ -42,14 +42,26 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `long` run only with INFERENCE_LONG_TESTS=1 (docs/testing.md, "Long tests"): they
-    keep the default suite, which CI runs, inside its 20 minutes on two cores."""
+    """Each test gets its tier's marker (`unit`, `redis` or `slow`: docs/testing.md, "Tiers"), from the
+    fixtures it uses. Tests marked `long` run only with INFERENCE_LONG_TESTS=1 (docs/testing.md, "Long
+    tests"): they keep the default suite, which CI runs, inside its 20 minutes on two cores."""
+    for item in items:
+        item.add_marker(tiers.tier_of(item))
     if long_tests_wanted():
         return
     skip = pytest.mark.skip(reason="a long test: set INFERENCE_LONG_TESTS=1 to run it")
     for item in items:
         if "long" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def test_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The running test's tier, in the environment too, where the helpers that start a redis-server or
+    a worker refuse to in a test marked `unit` (tests/support/tiers.py)."""
+    tier = next(name for name in tiers.TIERS if request.node.get_closest_marker(name))
+    monkeypatch.setenv(tiers.TIER_VARIABLE, tier)
+    return tier
 
 
 _databases = itertools.count(1)

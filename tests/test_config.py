@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from inference_tasks.clients.connections import new_redis
 from inference_tasks.config import Settings
 from inference_tasks.config_checks import ConfigError
 from inference_tasks.cores import available_cores
@@ -124,6 +125,14 @@ def test_bad_values_are_refused_naming_the_variable(environ, message):
     with pytest.raises(ConfigError) as raised:
         Settings.from_env(environ)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize("url", ["sentinel://10.0.0.1:26379;sentinel://10.0.0.2", "sentinel://:26379"])
+def test_a_sentinel_client_refuses_an_address_without_host_or_port(url):
+    """A client built straight from a sentinel:// URL (not through Settings) refuses a part with no host
+    or no port as a configuration error naming it, instead of handing redis-py a None address."""
+    with pytest.raises(ConfigError, match="is not sentinel://host:port"):
+        new_redis(url, None, "mymaster", False, "required")
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import pytest
 from test_operations import exporter, scrape
 
 from tests.support.localstack import REPO_ROOT
+from tests.support.lockfile import read_lock
 
 COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classify", "export-model")
 
@@ -30,8 +31,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = root / "source"
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(REPO_ROOT / "inference_tasks", source / "inference_tasks", ignore=skip)
-    for name in ("pyproject.toml", "README.md", "constraints.txt"):
+    for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, source / name)
+    # The lock's versions as pip constraints (no hashes: a plain `pip install .` resolves the base
+    # dependencies only, under them), so this install takes what the suite tests.
+    locked = read_lock((REPO_ROOT / "requirements" / "dev.lock").read_text())
+    (source / "constraints.txt").write_text("".join(f"{name}=={version}\n" for name, version in locked.items()))
     venv.create(root / "venv", with_pip=True)
     python = root / "venv" / "bin" / "python"
     done = subprocess.run(

@@ -175,10 +175,15 @@ def test_the_state_finder_finds_an_instance_built_at_import() -> None:
 BENCHMARKS = PACKAGE.parent / "benchmarks"
 
 
+def benchmark_sources() -> list[Path]:
+    """benchmarks/' own Python files: not those of a peer's venv (benchmarks/peers/.venv-infinity)."""
+    return [path for path in BENCHMARKS.rglob("*.py") if not any(part.startswith(".") for part in path.parts)]
+
+
 def benchmark_import_graph() -> dict[str, set[str]]:
     """benchmarks' modules and the benchmarks modules each imports (lazy imports included)."""
     found = {}
-    for path in BENCHMARKS.rglob("*.py"):
+    for path in benchmark_sources():
         parts = path.relative_to(BENCHMARKS.parent).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return {name: imports_of(name, path, set(found)) for name, path in found.items()}
@@ -191,7 +196,7 @@ def test_benchmarks_are_a_harness_library_and_scripts_with_no_import_cycle() -> 
     assert find_cycle(graph) is None
     harness = {name for name in graph if name.startswith("benchmarks.harness")}
     assert not {target for name in harness for target in graph[name]} - harness
-    assert [path.name for path in BENCHMARKS.rglob("*.py") if "sys.path" in path.read_text()] == []
+    assert [path.name for path in benchmark_sources() if "sys.path" in path.read_text()] == []
 
 
 # Small modules with one job: a module over this many lines has two (split it, don't raise this).

@@ -313,7 +313,7 @@ def upstream_source(target: str) -> str:
 
 def test_no_upstream_function_we_lean_on_has_changed():
     """Every pinned upstream source hashes as recorded (celery 5.7.0, kombu 5.7.0, billiard 4.3.2,
-    pytest-celery 1.3.0, as constraints.txt pins them)."""
+    pytest-celery 1.3.0, as pyproject.toml pins them)."""
     assert drifted(PINNED, upstream_source) == []
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import redis
 
+from inference_tasks.config_checks import sentinel_addresses
+
 # A sentinel that does not answer within this is skipped for the next; a primary command that hangs
 # this long (a primary gone without a reset) fails, and the next one asks the sentinels again.
 SENTINEL_TIMEOUT_S = 1.0
@@ -104,7 +106,7 @@ def _sentinel_master(url: str, master: str | None, tls: dict[str, Any] | None) -
     database = next((int(part.path.strip("/")) for part in parts if part.path.strip("/")), 0)
     over_tls = {"ssl": True, **tls} if tls is not None else {}
     sentinels = Sentinel(
-        [(part.hostname, part.port) for part in parts],
+        sentinel_addresses("a sentinel:// URL", url),
         sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S, **over_tls},
     )
     return sentinels.master_for(master, password=password, db=database, socket_timeout=COMMAND_TIMEOUT_S, **over_tls)

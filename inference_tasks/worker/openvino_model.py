@@ -92,7 +92,7 @@ def is_exported(path: Path) -> bool:
     return (path / IR_FILE).is_file() and (path / MANIFEST_FILE).is_file()
 
 
-INSTALL_HINT = "pip install -c constraints.txt 'inference-tasks[openvino]' (scripts/setup.sh installs it)"
+INSTALL_HINT = "pip install 'inference-tasks[openvino]' (scripts/setup.sh installs it, from the lock)"
 
 
 def runtime_missing() -> str | None:

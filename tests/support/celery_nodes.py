@@ -8,7 +8,7 @@ session's redis-server (broker and result backend) and real `celery -A inference
 processes (localstack.WorkerProcess). What a node reads, and so what each adapter offers:
 `name`, `id`, `ready()`, `logs()`, `celeryconfig` (broker/backend URL), and for workers
 `version()`, `log_level()`, `worker_name()`, `worker_queue()`. None of this is pytest-celery's
-documented API, hence the exact pin in constraints.txt (docs/upstream.md).
+documented API, hence the exact pin in pyproject.toml (docs/upstream.md).
 """
 
 from __future__ import annotations

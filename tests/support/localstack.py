@@ -21,6 +21,7 @@ from pathlib import Path
 from inference_tasks import create_app
 from inference_tasks.app import InferenceApp
 from inference_tasks.config import Settings
+from tests.support import tiers
 from tests.support.waiting import poll_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +86,7 @@ def start_redis(
 ) -> RedisServer:
     """A redis-server on a loopback port (a free one unless given); persistence (AOF) only if asked;
     `extra_args` are further redis-server options (e.g. "--maxmemory", "32mb")."""
+    tiers.refuse_in_unit_tier("a redis-server")
     binary = shutil.which("redis-server")
     if binary is None:
         raise MissingProgram("redis-server is not installed (apt-get install redis-server)")
@@ -160,6 +162,7 @@ class WorkerProcess:
 
     def launch(self, wait_ready: bool = True) -> WorkerProcess:
         """Start (or start again) the command, appending to its log; wait for 'ready' if asked."""
+        tiers.refuse_in_unit_tier("a worker")
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
