@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference_tasks.catalogue import ModelEntry
-from inference_tasks.validation import InvalidInput, check_encoding, check_flag
+from inference_tasks.validation import InvalidInput, check_encoding, check_flag, quoted
 
 # The prompt names a query and a document get in reranking and classification, where the model's
 # catalogue entry has them (e5: "query: " / "passage: "); sentence-transformers' own conventions.
@@ -49,7 +49,8 @@ def resolve_prompt(task: str, entry: ModelEntry, prompt_name: Any, prompt: Any) 
         if not isinstance(prompt_name, str) or prompt_name not in entry.prompts:
             known = ", ".join(repr(name) for name in sorted(entry.prompts)) or "none (this model has no prompts)"
             raise InvalidInput(
-                f"{task}: prompt_name must be one of the prompts of model {entry.alias!r}: {known}; got {prompt_name!r}"
+                f"{task}: prompt_name must be one of the prompts of model {entry.alias!r}: {known}; "
+                f"got {quoted(prompt_name)}"
             )
         return entry.prompts[prompt_name]
     return default_prompt(entry)
@@ -88,7 +89,7 @@ def check_dimensions(task: str, value: Any, dim: int | None = None) -> int | Non
         return None
     upper = f"the model's {dim} dimensions" if dim else "the model's dimension"
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (dim and value > dim):
-        raise InvalidInput(f"{task}: dimensions must be null or a whole number from 1 to {upper}, got {value!r}")
+        raise InvalidInput(f"{task}: dimensions must be null or a whole number from 1 to {upper}, got {quoted(value)}")
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -9,20 +10,79 @@ from typing import Any
 
 from inference_tasks.catalogue import model_queue
 from inference_tasks.config import Settings
-from inference_tasks.routing import EMBED_ENCODINGS, ENCODING_ALIASES, INFERENCE_QUEUE, TASK_ROUTES
+from inference_tasks.routing import (
+    EMBED_ENCODINGS,
+    ENCODING_ALIASES,
+    INFERENCE_QUEUE,
+    PRIORITY_SEPARATOR,
+    TASK_ROUTES,
+    TRAINING_QUEUE,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+# How much of a caller's value an error message quotes: the message goes into the result, the reply
+# job and the logs, so a 100,000-character argument must not come back whole.
+QUOTE_CHARS = 80
+# The most an InvalidInput message says, whatever it quotes (a backstop to QUOTE_CHARS).
+MESSAGE_CHARS = 2000
 
 
 class InvalidInput(ValueError):
     """The task's arguments are wrong; retrying the same message cannot succeed."""
 
+    def __init__(self, message: str) -> None:
+        if len(message) > MESSAGE_CHARS:
+            message = f"{message[:MESSAGE_CHARS]}... ({len(message)} characters)"
+        super().__init__(message)
+
+
+def quoted(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """`value` as an error message quotes it: its repr, cut after `limit` characters with its length said."""
+    shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(shown)} characters as written"
+    return f"{shown[:limit]}... ({size})"
+
 
 def reject_unknown(task: str, unknown: Mapping[str, Any], accepted: Iterable[str]) -> None:
     """Fail on keyword arguments the task does not take (a typo must not be ignored)."""
     if unknown:
-        names = ", ".join(sorted(repr(name) for name in unknown))
+        names = ", ".join(sorted(quoted(name) for name in unknown))
         raise InvalidInput(f"{task}: unknown argument(s) {names}; accepted: {', '.join(accepted)}")
+
+
+def check_arguments(task: str, signature: inspect.Signature, args: Any, kwargs: Any) -> None:
+    """Arguments that the task's function cannot take (too many positional ones, one given twice) fail
+    with the task's name and what it takes, where Python's own TypeError named neither."""
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise InvalidInput(f"{task}: {error}; it takes {_takes(signature)}") from None
+
+
+def _takes(signature: inspect.Signature) -> str:
+    kinds = inspect.Parameter
+    positional = [p.name for p in signature.parameters.values() if p.kind == kinds.POSITIONAL_OR_KEYWORD]
+    keyword = [p.name for p in signature.parameters.values() if p.kind == kinds.KEYWORD_ONLY]
+    said = [f"{', '.join(positional)} (by position or keyword)"] if positional else []
+    said += [f"{', '.join(keyword)} (by keyword only)"] if keyword else []
+    return " and ".join(said) or "no arguments"
+
+
+def check_queue(task: str, queue: Any) -> None:
+    """A training task (routed to the training queues) taken from any other queue fails naming its
+    queue: an inference worker must not train (its children have one thread and serve requests). A
+    message that does not say its queue (routing key) is not checked."""
+    base = TASK_ROUTES.get(task, {}).get("queue")
+    if base != TRAINING_QUEUE or not isinstance(queue, str):
+        return
+    name = queue.split(PRIORITY_SEPARATOR, 1)[0]
+    if name != base and not name.startswith(f"{base}."):
+        raise InvalidInput(
+            f"{task}: runs on the training queues only ({base!r}, or {base}.<model> for a catalogue model), "
+            f"not {quoted(queue)}; send it there (producers route it by name)"
+        )
 
 
 def check_texts(
@@ -101,7 +161,7 @@ def check_labels(task: str, labels: Any, settings: Settings) -> list[str]:
             )
         key = label.strip()
         if key in seen:
-            raise InvalidInput(f"{task}: labels[{index}] {label!r} duplicates labels[{seen[key]}]")
+            raise InvalidInput(f"{task}: labels[{index}] {quoted(label)} duplicates labels[{seen[key]}]")
         seen[key] = index
     return labels
 
@@ -110,7 +170,7 @@ def check_name(task: str, name: Any) -> str:
     """A classifier name: letters, digits, '.', '_' or '-', 1 to 100 characters."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidInput(
-            f"{task}: name must be 1-100 letters, digits, '.', '_' or '-', got {name!r}"
+            f"{task}: name must be 1-100 letters, digits, '.', '_' or '-', got {quoted(name)}"
             if isinstance(name, str)
             else f"{task}: name must be a string, got {_kind(name)}"
         )
@@ -125,7 +185,7 @@ def check_training_labels(task: str, labels: Any, count: int, settings: Settings
         raise InvalidInput(f"{task}: {count} texts but {len(labels)} labels; give exactly one label per text")
     for index, label in enumerate(labels):
         if not isinstance(label, str) or not label.strip():
-            raise InvalidInput(f"{task}: labels[{index}] must be a non-blank string, got {label!r}")
+            raise InvalidInput(f"{task}: labels[{index}] must be a non-blank string, got {quoted(label)}")
         if len(label) > settings.max_label_chars:
             raise InvalidInput(f"{task}: labels[{index}] is longer than {settings.max_label_chars} characters")
     counts = Counter(labels)
@@ -145,14 +205,14 @@ def check_training_labels(task: str, labels: Any, count: int, settings: Settings
 def check_fraction(task: str, name: str, value: Any, low: float, high: float) -> float:
     """A number strictly between `low` and `high`."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not low < value < high:
-        raise InvalidInput(f"{task}: {name} must be a number between {low} and {high}, got {value!r}")
+        raise InvalidInput(f"{task}: {name} must be a number between {low} and {high}, got {quoted(value)}")
     return float(value)
 
 
 def check_count(task: str, name: str, value: Any, low: int, high: int) -> int:
     """An integer from `low` to `high`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(f"{task}: {name} must be an integer from {low} to {high}, got {value!r}")
+        raise InvalidInput(f"{task}: {name} must be an integer from {low} to {high}, got {quoted(value)}")
     return value
 
 
@@ -167,7 +227,7 @@ def check_choice(task: str, name: str, value: Any, choices: tuple[str, ...]) -> 
     """One of `choices`, exactly (no case folding: the wire contract spells them)."""
     if not isinstance(value, str) or value not in choices:
         allowed = ", ".join(repr(choice) for choice in choices)
-        shown = repr(value) if isinstance(value, str) else _kind(value)
+        shown = quoted(value) if isinstance(value, str) else _kind(value)
         raise InvalidInput(f"{task}: {name} must be one of {allowed}, got {shown}")
     return value
 
@@ -183,7 +243,7 @@ def _kind(value: Any) -> str:
     """How a JSON value looks to a producer in another language."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     if isinstance(value, bool | int | float) and not isinstance(value, bool):
-        return f"a number ({value!r})"
+        return f"a number ({quoted(value)})"
     return names.get(type(value), type(value).__name__)
 
 
@@ -197,7 +257,9 @@ def check_model(task: str, model: Any, settings: Settings) -> str:
     if not isinstance(model, str):
         raise InvalidInput(f"{task}: model must be a model alias (a string), got {_kind(model)}")
     if model not in catalogue.models:
-        raise InvalidInput(f"{task}: unknown model {model!r}; known models: {', '.join(sorted(catalogue.models))}")
+        raise InvalidInput(
+            f"{task}: unknown model {quoted(model)}; known models: {', '.join(sorted(catalogue.models))}"
+        )
     base = TASK_ROUTES.get(task, {}).get("queue", INFERENCE_QUEUE)
     raise InvalidInput(
         f"{task}: this worker serves model {served.alias!r}; model {model!r} is served on queue "

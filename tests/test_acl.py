@@ -1,6 +1,9 @@
 """Least-privilege Redis users (`inference-tasks acl`) on a real redis-server loaded with the file:
-the whole stack works under them (worker, trainer, the Python app and the Ruby client as producers,
-the exporter, `status` and Flower as the operator) and a producer is refused what it must not do."""
+the whole stack works under them (the README's plain `celery -A inference_tasks worker` and the
+`inference-tasks trainer` preset, both with Celery's gossip and mingle on; the Python app and the
+Ruby client as producers; the exporter, `status` and Flower as the operator), a producer is refused
+what it must not do, and a worker whose user lacks a grant stops naming the user and what Redis
+refused."""
 
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from inference_tasks.ops.acl import ROLES, role_rules
 from inference_tasks.producer import collect, send
 from inference_tasks.routing import EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE
 from tests.support.local import clean_env, running_flower
-from tests.support.localstack import REPO_ROOT, producer_app, start_redis
+from tests.support.localstack import PLAIN_WORKER, PRESET_TRAINER, REPO_ROOT, producer_app, start_redis
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +33,9 @@ ADMIN = "user admin on >admin-secret ~* &* +@all\n"  # the tests' own; the file 
 RESULT_TIMEOUT_S = 120
 
 
-def acl_redis(workdir, *options: str):
-    """A redis-server loaded with `inference-tasks acl <options>` (fixed passwords) plus an admin."""
+def acl_redis(workdir, *options: str, extra_users: str = ""):
+    """A redis-server loaded with `inference-tasks acl <options>` (fixed passwords) plus an admin and
+    `extra_users` (aclfile lines)."""
     environment = {f"INFERENCE_ACL_PASSWORD_{role.upper()}": password for role, password in PASSWORDS.items()}
     printed = subprocess.run(
         [sys.executable, "-m", "inference_tasks.ops.cli", "acl", *options],
@@ -38,7 +43,7 @@ def acl_redis(workdir, *options: str):
     )  # fmt: skip
     assert printed.stderr == ""  # no password was generated, so none is printed
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "users.acl").write_text(printed.stdout + ADMIN)
+    (workdir / "users.acl").write_text(printed.stdout + ADMIN + extra_users)
     return start_redis(workdir, extra_args=("--aclfile", str(workdir / "users.acl")))
 
 
@@ -56,7 +61,9 @@ def acl_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def acl_worker(start_worker, acl_server):
-    worker = start_worker(concurrency=1, redis_url=url(acl_server, "worker"))
+    """The README's plain `celery -A inference_tasks worker` (gossip on: its event queue and pattern
+    are in the worker's grants) under inference-worker."""
+    worker = start_worker(concurrency=1, redis_url=url(acl_server, "worker"), command=PLAIN_WORKER)
     yield worker
     gc.collect()  # the tests' results unsubscribe (their finalizers) while their Redis still answers
     worker.stop()  # before its Redis goes
@@ -119,9 +126,7 @@ def test_the_trainer_trains_under_its_user_when_producers_may_train(tmp_path, st
     server = acl_redis(tmp_path / "acl-trains", "--producer-trains")
     trainer = None
     try:
-        trainer = start_worker(
-            concurrency=1, redis_url=url(server, "trainer"), profile="trainer", queues=TRAINING_QUEUE,
-        )  # fmt: skip
+        trainer = start_worker(redis_url=url(server, "trainer"), command=PRESET_TRAINER)
         app = producer_app(url(server, "producer"))
         texts, labels = dataset()
         kwargs = {"name": "acl-head", "texts": texts[:120], "labels": labels[:120]}
@@ -133,3 +138,23 @@ def test_the_trainer_trains_under_its_user_when_producers_may_train(tmp_path, st
         server.process.terminate()
         server.process.wait(timeout=10)
     assert trained["version"] == 1 and stored is not None  # written by the trainer, readable by workers
+
+
+def test_a_worker_whose_user_lacks_a_grant_stops_naming_the_user_and_what_was_refused(tmp_path, start_worker):
+    """A user made from an older aclfile (the worker's grants without gossip's event queue): the plain
+    worker exits 1 with a message naming the user, the refused command and key, and where the grants
+    come from, not Celery's "Unrecoverable error: auth:NoPermissionError" alone."""
+    stale = role_rules("worker").replace(" ~celeryev.*", "")
+    assert stale != role_rules("worker")
+    server = acl_redis(tmp_path / "acl-stale", extra_users=f"user stale-worker on >stale {stale}\n")
+    try:
+        stale_url = f"redis://stale-worker:stale@127.0.0.1:{server.port}/0"
+        worker = start_worker(concurrency=1, redis_url=stale_url, command=PLAIN_WORKER, wait_ready=False)
+        wait_until(lambda: worker.process.poll() is not None, 120, "the worker to exit")
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    assert worker.process.returncode == 1
+    log = worker.log()
+    assert "MissingRedisGrant" in log and "Redis refused user 'stale-worker'" in log, log[-3000:]
+    assert "LLEN celeryev." in log and "`inference-tasks acl` prints for role worker" in log

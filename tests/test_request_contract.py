@@ -22,7 +22,14 @@ from sentence_transformers.util.quantization import quantize_embeddings
 from inference_tasks import producer
 from inference_tasks.codec import decode_embeddings
 from inference_tasks.defaults import DEFAULT_MODEL
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_CHUNKS_TASK, EMBED_TASK, RERANK_TASK, WORKER_INFO_TASK
+from inference_tasks.routing import (
+    CLASSIFY_TASK,
+    EMBED_CHUNKS_TASK,
+    EMBED_TASK,
+    RERANK_TASK,
+    TRAIN_CLASSIFIER_TASK,
+    WORKER_INFO_TASK,
+)
 from inference_tasks.worker.embedders import resolve_model_path
 from tests.support.localstack import REPO_ROOT, producer_app
 from tests.support.wire import encode, task_message
@@ -110,6 +117,52 @@ def test_rerank_with_the_default_model_is_bi_encoder_cosine_best_first(app, loca
 def test_rerank_refuses_bad_arguments_naming_them(app, kwargs, named):
     arguments = {"query": QUERY, "documents": ["a text", "another"], **kwargs}
     assert named in failure(app, RERANK_TASK, **arguments)
+
+
+def test_an_error_quotes_a_long_value_short(app):
+    """A 100,000-character value is quoted by its first characters and its length, so the error (in the
+    result, the reply job and the logs) stays small."""
+    message = failure(app, EMBED_TASK, ["a text"], model="m" * 100_000)
+    assert "unknown model 'mmmm" in message and "... (100000 characters)" in message
+    assert len(message) < 1_000, len(message)
+
+
+@pytest.mark.parametrize(
+    ("task", "args", "said"),
+    [
+        (WORKER_INFO_TASK, ["extra"], "inference.worker_info: too many positional arguments; it takes no arguments"),
+        (
+            EMBED_TASK,
+            [["a text"], True, "float", "a fourth"],
+            "inference.embed: too many positional arguments; it takes texts, normalize, encoding (by position or "
+            "keyword) and model, prompt_name, prompt, dimensions, truncate (by keyword only)",
+        ),
+        (RERANK_TASK, ["q", ["d"]], None),
+    ],
+    ids=["worker_info", "embed", "rerank-fine"],
+)
+def test_positional_arguments_a_task_cannot_take_fail_naming_the_task(app, task, args, said):
+    """Celery called the task's function with them and failed with a bare TypeError; the task now fails
+    with InvalidInput saying what it takes (the valid call beside them still runs)."""
+    sent = app.send_task(task, args=args, queue="inference")
+    if said is None:
+        assert sent.get(timeout=RESULT_TIMEOUT_S)["results"]
+        return
+    with pytest.raises(Exception) as raised:
+        sent.get(timeout=RESULT_TIMEOUT_S)
+    assert type(raised.value).__name__ == "InvalidInput" and said in str(raised.value), repr(raised.value)
+
+
+def test_a_training_task_sent_to_an_inference_queue_is_refused_naming_the_training_queue(app):
+    """An inference worker does not train (its children have one thread each and serve requests): a
+    training task taken from the inference queue fails, saying where it belongs."""
+    sent = app.send_task(
+        TRAIN_CLASSIFIER_TASK, kwargs={"name": "x", "texts": ["a"], "labels": ["b"]}, queue="inference"
+    )
+    with pytest.raises(Exception) as raised:
+        sent.get(timeout=RESULT_TIMEOUT_S)
+    assert "inference.train_classifier: runs on the training queues only ('training'" in str(raised.value)
+    assert "not 'inference'" in str(raised.value)
 
 
 def test_small_reranks_share_a_forward_pass_and_keep_their_own_scores(app, local_model):

@@ -113,6 +113,19 @@ PINNED: dict[str, tuple[str, str]] = {
         "qos.QoS.ack (Celery acks on the event loop, via call_soon); worker/consumer.py (wraps the handler: "
         "which errors Celery catches itself)",
     ),
+    "celery.worker.consumer.consumer:Consumer.start": (
+        "53bd1abe3456722d",
+        "worker/consumer.py Consumer.start (wraps: a NOPERM raised out of it, not a connection error Celery "
+        "retries, stops the worker as MissingRedisGrant)",
+    ),
+    "celery.worker.consumer.gossip:Gossip.get_consumers": (
+        "c7fe75ae136aed9f",
+        "ops/acl.py gossip() and EVENT_QUEUES (gossip's receiver: routing key worker.#, a celeryev.<uuid> queue)",
+    ),
+    "kombu.transport.redis:Channel._get_publish_topic": (
+        "69b3d67dff46b941",
+        "ops/acl.py gossip() and events_and_control() (the pub/sub names the grants spell literally)",
+    ),
     "billiard.pool:Pool.apply_async": (
         "aa125dcd2057ea67",
         "pool.apply_async (the job is in _cache before send_job pickles it; a failure raises to the caller)",
@@ -211,7 +224,8 @@ PINNED: dict[str, tuple[str, str]] = {
     "celery.worker.strategy:default": ("7d90575ada5eb1dc", "strategy.strategy (wraps Celery's default strategy)"),
     "celery.app.trace:build_tracer": (
         "b2945aec38e1872e",
-        "batch_job.run_batch and result_backend (Reject out of mark_as_done)",
+        "batch_job.run_batch and result_backend (Reject out of mark_as_done); worker/request.py "
+        "GuardedTask.before_start (called inside the tracer's try: its InvalidInput is the task's FAILURE)",
     ),
     "celery.worker.request:Request.on_failure": (
         "21736ec661cd60d7",

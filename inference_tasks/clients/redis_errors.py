@@ -1,4 +1,5 @@
-"""Recognise Redis refusing writes because it is full (maxmemory reached with `noeviction`).
+"""Recognise Redis refusing writes because it is full (maxmemory reached with `noeviction`), and
+Redis refusing an ACL user a command, key or channel.
 
 Redis then answers every command that could grow memory (SET, LPUSH, HSET, ZADD, ...) with
 `OOM command not allowed when used memory > 'maxmemory'`, inside MULTI as EXECABORT; reads and
@@ -7,6 +8,8 @@ each react differently (refuse, retry, keep the message), so they share only thi
 """
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 import redis
 from kombu.exceptions import OperationalError
@@ -31,3 +34,30 @@ def is_out_of_memory(error: BaseException | None) -> bool:
         error = error.__cause__ or error.__context__
         seen += 1
     return False
+
+
+def permission_error_in(error: BaseException | None) -> redis.exceptions.NoPermissionError | None:
+    """The NOPERM reply in `error`'s chain (kombu may wrap it), or None."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, redis.exceptions.NoPermissionError):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
+
+
+def redis_user(url: str) -> str:
+    """The ACL user a Redis URL authenticates as (`default` without one); for a sentinel:// URL, the
+    first part's, as kombu reads it."""
+    return urlsplit(url.split(";", 1)[0]).username or "default"
+
+
+def missing_grant_message(refused: redis.exceptions.NoPermissionError, url: str, role: str) -> str:
+    """What an operator needs when Redis refuses this process' user: who, what Redis said (the command
+    and key where it names them), and where the grants come from."""
+    return (
+        f"Redis refused user {redis_user(url)!r} ({refused}). The {role}'s user needs the grants "
+        f"`inference-tasks acl` prints for role {role} (load the new file after an upgrade: "
+        "`ACL LOAD`); `ACL LOG` on the Redis names the refused key or channel"
+    )

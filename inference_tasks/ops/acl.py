@@ -82,8 +82,17 @@ def events_and_control(db: int) -> tuple[str, ...]:
 
 
 CONTROL_REPLIES = ("*.reply.celery.pidbox*",)
-# An event receiver's own queue (Flower, the exporter): "celeryev.<uuid>" and its priority lists.
+# An event receiver's own queue (Flower, the exporter, and every worker's gossip, on by default in a
+# plain `celery worker`): "celeryev.<uuid>" and its priority lists.
 EVENT_QUEUES = ("celeryev.*",)
+
+
+def gossip(db: int) -> tuple[str, ...]:
+    """The pattern a worker's gossip PSUBSCRIBEs to (Celery's routing key `worker.#`, which kombu
+    subscribes to as `worker.*`), spelled literally as Redis requires of a pattern subscription."""
+    return (f"/{db}.celeryev/worker.*",)
+
+
 # A worker's own remote-control queue ("<node>.celery.pidbox") and the replies it writes.
 CONTROL_QUEUES = ("*.celery.pidbox*",)
 UNACKED = (UNACKED_KEY, UNACKED_INDEX_KEY, UNACKED_MUTEX_KEY)
@@ -105,17 +114,20 @@ def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
             channels(*RESULTS),
         ])  # fmt: skip
     # The training queues too: a worker's visibility sweep puts any expired message back on its queue.
-    worker_keys = [*inference, *training, *RESULTS, *BINDINGS, *UNACKED, *WORKER_RECORDS, *CONTROL_QUEUES, *SIDEKIQ]
+    # Gossip's event queue too: a plain `celery worker` (no --without-gossip) declares one at start.
+    worker_keys = [
+        *inference, *training, *RESULTS, *BINDINGS, *UNACKED, *WORKER_RECORDS, *CONTROL_QUEUES, *SIDEKIQ, *EVENT_QUEUES,
+    ]  # fmt: skip
     if role == "worker":
         return " ".join([
             DATA, CONNECTION, keys(*worker_keys, read_only=HEADS),
-            channels(*RESULTS, *fanout),
+            channels(*RESULTS, *fanout, *gossip(db)),
         ])  # fmt: skip
     if role == "trainer":
         return " ".join([
             DATA, CONNECTION,
             keys(*worker_keys, *HEADS, f"{KEY_PREFIX}:corpus:*", read_only=(SOURCES_PATTERN,)),
-            channels(*RESULTS, *fanout),
+            channels(*RESULTS, *fanout, *gossip(db)),
         ])  # fmt: skip
     if role == "operator":
         return " ".join([

@@ -11,6 +11,11 @@ message is refused (dead-lettered, FAILURE and its reply job where it has an id,
 queue and id, acked) and the worker takes the next one. Two kinds of error are not the message's
 fault and keep Celery's handling: a lost broker connection (Celery reconnects; the message returns
 to its queue) and a full Redis (the message is put back for later).
+
+And when Redis refuses the worker's ACL user a command, key or channel while the consumer starts or
+runs (a grant missing from an old aclfile), the worker stops with a message naming the user, what
+Redis refused and where the grants come from, where Celery said only "Unrecoverable error:
+auth:NoPermissionError".
 """
 
 from __future__ import annotations
@@ -22,10 +27,15 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 from vine import promise as vine_promise
 
-from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.clients.redis_errors import is_out_of_memory, missing_grant_message, permission_error_in
+from inference_tasks.worker.context import current
 from inference_tasks.worker.request import refuse_message, requeue_message
 
 logger = logging.getLogger(__name__)
+
+
+class MissingRedisGrant(RuntimeError):
+    """Redis refuses this worker's ACL user something the consumer needs: the worker cannot serve."""
 
 
 class Consumer(CeleryConsumer):
@@ -34,6 +44,16 @@ class Consumer(CeleryConsumer):
     # (the connection it serves, the micro-batcher) for the coalesced tasks (batching/strategy.py):
     # state of this consumer, replaced when it reconnects.
     inference_batcher: tuple[Any, Any] | None = None
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except Exception as error:
+            refused = permission_error_in(error)
+            if refused is None:
+                raise
+            role = "trainer" if current().process.profile == "trainer" else "worker"
+            raise MissingRedisGrant(missing_grant_message(refused, self.app.conf.broker_url, role)) from error
 
     def create_task_handler(self, promise: Any = vine_promise) -> Callable[[Any], Any]:
         handle_message = super().create_task_handler(promise)

@@ -8,6 +8,8 @@ the consumer's guard (consumer.py) and by GuardedRequest when the pool could not
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from typing import Any
 
@@ -22,6 +24,7 @@ from inference_tasks import codec
 from inference_tasks.broker import dead_letter
 from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import requested_reply
+from inference_tasks.validation import check_arguments, check_queue
 from inference_tasks.worker.pool import JobNotSent
 
 logger = logging.getLogger(__name__)
@@ -74,6 +77,17 @@ class GuardedTask(Task):
     """Base of this package's tasks: their requests are GuardedRequests (named, so producers never import it)."""
 
     Request = "inference_tasks.worker.request:GuardedRequest"
+
+    @functools.cached_property
+    def run_signature(self) -> inspect.Signature:
+        return inspect.signature(self.run)
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        """Celery's public hook, run in the child just before the task: arguments the task's function
+        cannot take fail it with InvalidInput naming the task and what it takes (Celery's call raised a
+        bare TypeError), and so does a training task taken from a queue that is not a training queue."""
+        check_arguments(self.name, self.run_signature, args, kwargs)
+        check_queue(self.name, (self.request.delivery_info or {}).get("routing_key"))
 
 
 def refuse_message(message: Any, reason: str, task_id: str | None, task_name: str | None) -> None:

@@ -212,6 +212,14 @@ class WorkerProcess:
         self.process.wait(timeout=10)
 
 
+# The commands the docs give, as they are (Celery's defaults: gossip and mingle on), logging at INFO
+# so that their 'ready.' is seen: README's plain Celery command, and the presets the Procfile,
+# systemd, compose and Kubernetes run.
+PLAIN_WORKER = (sys.executable, "-m", "celery", "-A", "inference_tasks", "worker", "-l", "info")
+PRESET_WORKER = (sys.executable, "-m", "inference_tasks.ops.cli", "worker")
+PRESET_TRAINER = (sys.executable, "-m", "inference_tasks.ops.cli", "trainer")
+
+
 def worker_command(name: str, queues: str | None, pool: str, include: str | None = None) -> list[str]:
     """`celery -A inference_tasks worker` as an operator would run it, named and without gossip; with
     no `queues`, the served model's own (`inference` and `inference.<alias>` for the default model)."""
@@ -237,11 +245,14 @@ def start_worker(
     include: str | None = None,
     wait_ready: bool = True,
     extra_env: Mapping[str, str] | None = None,
+    command: tuple[str, ...] | None = None,
     **settings: object,
 ) -> WorkerProcess:
     """Start a worker with INFERENCE_* settings given as keywords (concurrency=2, pin_threads="false").
 
-    `extra_env` adds other variables (e.g. OMP_NUM_THREADS for an unpinned worker in a benchmark).
+    `extra_env` adds other variables (e.g. OMP_NUM_THREADS for an unpinned worker in a benchmark);
+    `command` replaces the tests' own worker command (PLAIN_WORKER, PRESET_TRAINER: `queues`, `pool`
+    and `include` are then not used).
     """
     if include and "extra_tasks" not in settings:
         settings["extra_tasks"] = INCLUDED_TASK_NAMES
@@ -250,7 +261,7 @@ def start_worker(
     log_dir.mkdir(parents=True, exist_ok=True)
     worker = WorkerProcess(
         name,
-        worker_command(name, queues, pool, include),
+        list(command) if command else worker_command(name, queues, pool, include),
         env,
         log_dir / f"{name}.log",
         redis_url,
