@@ -118,10 +118,12 @@ DEFAULT_CORPUS_EXPIRES_S = 86_400
 # tokenized and pooled exactly as sentence-transformers does (worker/openvino_model.py); 2.3-4x the
 # sentences per core measured here (docs/benchmarks.md). CPU only.
 BACKENDS = ("torch", "openvino")
-# auto: OpenVINO's own choice for the CPU (bf16 where the CPU has native bf16: AVX512_BF16 or AMX,
-# f32 elsewhere); f32 forces full precision (vectors then match torch's to ~1e-7); int8 serves the
-# NNCF-quantized export (`export-model --backend openvino --precision int8`; docs/benchmarks.md).
-OPENVINO_PRECISIONS = ("auto", "f32", "int8")
+# auto: the precision `export-model --backend openvino` measured fastest on this host (one that passed
+# its accuracy gate: worker/precision_choice.py), else OpenVINO's own choice for the CPU (bf16 where
+# the CPU has native bf16: AVX512_BF16 or AMX, f32 elsewhere); f32 forces full precision (vectors then
+# match torch's to ~1e-7); bf16 asks for bf16; int8 serves the NNCF-quantized export
+# (`export-model --backend openvino --precision int8`; docs/benchmarks.md).
+OPENVINO_PRECISIONS = ("auto", "f32", "bf16", "int8")
 # "auto": a prefork worker is the inference profile (one native thread per child), any other pool
 # the trainer; set "trainer" to run the trainer as a single prefork child (time limits enforced).
 PROFILES = ("auto", "inference", "trainer")

@@ -47,8 +47,9 @@ def export(cache, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def model_cache(tmp_path_factory):
+    """The full-precision export alone (the default, auto, also quantizes and measures: tested below)."""
     cache = tmp_path_factory.mktemp("model-cache")
-    done = export(cache)
+    done = export(cache, "--precision", "f32")
     assert done.returncode == 0, done.stderr
     assert "openvino: exported in" in done.stdout
     return cache
@@ -92,13 +93,13 @@ def test_the_export_is_offline_and_idempotent(model_cache, export_dir):
     assert manifest["model"] == "all-MiniLM-L6-v2" and manifest["backend"] == "openvino"
     assert not list(export_dir.glob("*.safetensors"))  # the IR carries the weights; torch's are not copied
     before = (export_dir / IR_FILE).stat().st_mtime_ns
-    again = export(model_cache)
+    again = export(model_cache, "--precision", "f32")
     assert again.returncode == 0 and "already exported" in again.stdout, again.stderr
     assert (export_dir / IR_FILE).stat().st_mtime_ns == before
-    forced = export(model_cache, "--force")
+    forced = export(model_cache, "--precision", "f32", "--force")
     assert forced.returncode == 0 and "exported in" in forced.stdout, forced.stderr
     assert json.loads((export_dir / MANIFEST_FILE).read_text())["exported_at"] > manifest["exported_at"]
-    assert [path.name for path in (model_cache / "openvino").iterdir()] == [export_dir.name]  # no staging left
+    assert not list((model_cache / "openvino").glob("*.tmp-*"))  # no staging left
 
 
 @pytest.mark.parametrize("precision", ["auto", "f32"])
@@ -209,6 +210,46 @@ def test_int8_passes_the_accuracy_gate_against_torch(int8_dir, torch_model):
     assert overlap >= 0.9
 
 
+def test_the_default_export_measures_each_precision_here_and_records_the_fastest_that_passes(
+    model_cache, export_dir, int8_dir
+):
+    """`export-model --backend openvino` (precision auto): both exports kept, every precision this CPU
+    runs timed with one thread and gated against torch on held-out texts, the fastest that passes
+    recorded with the CPU; a worker's `auto` serves it, and on another CPU it says to measure again."""
+    from inference_tasks.ops.precision_report import precision_finding
+    from inference_tasks.worker.embedders import make_embedder
+    from inference_tasks.worker.precision_choice import CHOICE_FILE, has_bf16, host_cpu, read_record
+
+    done = export(model_cache)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("already exported") == 2, done.stdout
+        record = read_record(export_dir)
+        cpu = host_cpu()
+        assert record["cpu"] == cpu and record["timing"]["threads"] == 1
+        assert list(record["candidates"]) == ["f32", *(["bf16"] if has_bf16(cpu) else []), "int8"]
+        passed = {name: row for name, row in record["candidates"].items() if row["passed"]}
+        assert passed["f32"]["min_cosine"] >= 0.9999 and all(row["min_cosine"] >= 0.99 for row in passed.values())
+        assert all(row["batch_texts_per_s"] > 0 and row["single_p50_ms"] > 0 for row in passed.values())
+        assert record["winner"] == max(passed, key=lambda name: passed[name]["batch_texts_per_s"])
+        assert f"precision: {record['winner']} is served by INFERENCE_OPENVINO_PRECISION=auto" in done.stdout
+        served = make_embedder("all-MiniLM-L6-v2", "cpu", "openvino", model_cache, "auto")
+        assert served.precision_setting == record["winner"]
+        assert served.precision_choice["how"] == "measured" and cpu["model"] in served.precision_choice["why"]
+        record["cpu"] = {"model": "Another CPU", "flags": ["avx512f"]}
+        (export_dir / CHOICE_FILE).write_text(json.dumps(record))
+        elsewhere = make_embedder("all-MiniLM-L6-v2", "cpu", "openvino", model_cache, "auto").precision_choice
+        assert (
+            elsewhere["how"] == "measured-elsewhere" and "export-model --backend openvino --force" in elsewhere["why"]
+        )
+        ok, detail, fix = precision_finding({"w1@host": {"precision_choice": elsewhere}})
+        assert not ok and "w1@host serve" in detail and "--force" in fix
+        explicit = make_embedder("all-MiniLM-L6-v2", "cpu", "openvino", model_cache, "f32").precision_choice
+        assert explicit == {"precision": "f32", "how": "explicit", "why": "INFERENCE_OPENVINO_PRECISION=f32"}
+    finally:
+        (export_dir / CHOICE_FILE).unlink(missing_ok=True)  # the other tests serve `auto` unmeasured
+
+
 def test_settings_refuse_what_cannot_work():
     with pytest.raises(ValueError, match="INFERENCE_BACKEND must be one of"):
         Settings.from_env({"INFERENCE_BACKEND": "onnx"})
@@ -284,11 +325,20 @@ def test_a_worker_without_the_export_stops_at_start_naming_the_command(start_wor
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_worker_serves_the_int8_export_and_says_so(start_worker, model_cache, int8_dir):
-    """INFERENCE_OPENVINO_PRECISION=int8: the same lifecycle (read in the main process, compiled per child
-    after the fork, one thread, preloaded); vectors equal a fresh process's int8 vectors; worker_info and
-    the control command (doctor, the exporter) say int8."""
-    worker = start_worker(concurrency=1, backend="openvino", openvino_precision="int8", model_cache=str(model_cache))
+def test_a_worker_serves_the_measured_int8_and_says_why(start_worker, model_cache, export_dir, int8_dir):
+    """INFERENCE_OPENVINO_PRECISION=auto with a measurement that chose int8 on this CPU (written here, so the
+    test does not depend on which precision wins on the host): the same lifecycle (read in the main
+    process, compiled per child after the fork, one thread, preloaded); vectors equal a fresh process's
+    int8 vectors; worker_info, the control command, doctor and the exporter say int8, measured."""
+    from inference_tasks.worker.precision_choice import CHOICE_FILE, host_cpu, write_record
+
+    row = {"passed": True, "min_cosine": 0.996, "batch_texts_per_s": 200.0, "single_p50_ms": 5.0}
+    candidates = {"f32": {**row, "batch_texts_per_s": 100.0}, "int8": row}
+    write_record(export_dir, {"winner": "int8", "cpu": host_cpu(), "candidates": candidates})
+    try:
+        worker = start_worker(concurrency=1, backend="openvino", model_cache=str(model_cache))
+    finally:
+        (export_dir / CHOICE_FILE).unlink()  # read at the worker's start; the other tests serve `auto` unmeasured
     texts = ["Red running shoes", "My parcel never arrived", "ok"]
     served = np.array(worker.app.send_task(EMBED_TASK, args=[texts]).get(timeout=RESULT_TIMEOUT_S)["embeddings"])
     fresh = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
@@ -300,3 +350,16 @@ def test_a_worker_serves_the_int8_export_and_says_so(start_worker, model_cache, 
     zero_shot = worker.app.send_task(CLASSIFY_TASK, args=[["I was charged twice"], ["billing", "shipping"]])
     assert zero_shot.get(timeout=RESULT_TIMEOUT_S)[0]["label"] == "billing"
     assert "openvino backend, int8 precision" in worker.log()
+    assert info["precision_choice"]["how"] == "measured" and "int8 200/s" in info["precision_choice"]["why"]
+    assert worker_report(worker.app)["precision_choice"] == info["precision_choice"]
+    doctor = subprocess.run(
+        [sys.executable, "-m", "inference_tasks.ops.cli", "doctor", "--skip-model"],
+        cwd=REPO_ROOT, env=clean_env(REDIS_URL=worker.redis_url, COLUMNS="250"), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert "openvino precision" in doctor.stdout and "int8 (measured" in doctor.stdout, doctor.stdout
+    with exporter(worker.redis_url) as port:
+        series = [
+            dict(labels) for (name, labels), _ in scrape(port).items() if name == "inference_worker_precision_info"
+        ]
+    assert [(labels["precision"], labels["how"]) for labels in series] == [("int8", "measured")]

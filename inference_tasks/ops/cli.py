@@ -148,12 +148,14 @@ def metrics(address: str, port: int, timeout: float) -> None:
 )
 @click.option(
     "--precision",
-    type=click.Choice(["f32", "int8"]),
-    default="f32",
-    help="f32: the full-precision IR (INFERENCE_OPENVINO_PRECISION auto/f32); int8: that IR quantized by NNCF "
-    "(INFERENCE_OPENVINO_PRECISION=int8).",
+    type=click.Choice(["auto", "f32", "int8"]),
+    default="auto",
+    show_default=True,
+    help="auto: both exports, then each precision this CPU runs (f32, bf16, int8) timed here with one thread "
+    "and gated against torch; the fastest that passes is what INFERENCE_OPENVINO_PRECISION=auto serves. "
+    "f32: the full-precision IR alone; int8: that IR quantized by NNCF (INFERENCE_OPENVINO_PRECISION=int8).",
 )
-@click.option("--force", is_flag=True, help="Export again even if a complete export exists.")
+@click.option("--force", is_flag=True, help="Export (and measure) again even if a complete export exists.")
 def export_model(backend: str, model: str | None, precision: str, force: bool) -> None:
     """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
     INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
@@ -166,9 +168,37 @@ def export_model(backend: str, model: str | None, precision: str, force: bool) -
     if settings.model_backend == "numpy":
         alias = settings.served_model.alias
         raise click.ClickException(f"model {alias!r} runs on its own numpy runtime: there is nothing to export")
-    done = (export_openvino_int8 if precision == "int8" else export_openvino)(settings, force=force)
-    verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
-    click.echo(f"{backend}{' int8' if precision == 'int8' else ''}: {verb}: {done.path}")
+    exports = [("", export_openvino)] if precision != "int8" else []
+    exports += [(" int8", export_openvino_int8)] if precision != "f32" else []
+    made = {}
+    for label, export in exports:
+        done = made[label] = export(settings, force=force)
+        verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
+        click.echo(f"{backend}{label}: {verb}: {done.path}")
+    if precision == "auto":
+        _measure(settings, made[""].path, made[" int8"].path, force)
+
+
+def _measure(settings: Any, base: Path, int8: Path, force: bool) -> None:
+    """Time every candidate precision here and record the winner, unless a record exists (`--force`)."""
+    from inference_tasks.ops.measure import measure_and_record
+    from inference_tasks.worker.embedders import resolve_model_path
+    from inference_tasks.worker.precision_choice import read_record
+
+    record = read_record(base)
+    if record is None or force:
+        model = settings.served_model.source
+        record = measure_and_record(model, resolve_model_path(model), base, int8)
+    else:
+        click.echo(f"precision: already measured on {record['cpu']['model']} at {record['measured_at']} (--force)")
+    for name, row in record["candidates"].items():
+        gate = "passes" if row["passed"] else "FAILS"
+        click.echo(
+            f"  {name:>5}: {row['batch_texts_per_s']:8.1f} sentences/s (64-text batches), one sentence "
+            f"{row['single_p50_ms']:.2f} ms p50, min cosine to torch {row['min_cosine']:.5f} ({gate} the gate)"
+        )
+    click.echo(f"precision: {record['winner']} is served by INFERENCE_OPENVINO_PRECISION=auto on this host "
+               f"({record['cpu']['model']}, one thread per child)")  # fmt: skip
 
 
 def _bulk_options(function: Any) -> Any:

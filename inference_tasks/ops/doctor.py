@@ -15,6 +15,7 @@ from typing import Any
 
 from inference_tasks.config import Settings
 from inference_tasks.defaults import ENV_PREFIX
+from inference_tasks.ops.precision_report import precision_finding
 
 OK = "OK"
 PROBLEM = "PROBLEM"
@@ -293,5 +294,7 @@ def run_doctor(app: Any, console: Any, check_the_model: bool = True, timeout: fl
         replies = ask_workers(app, timeout)
     verdicts = host_verdicts(replies)
     checks.append(worker_check(replies, verdicts))
+    if found := precision_finding(replies):
+        checks.append(Check("openvino precision", *found))
     render(checks, verdicts, console)
     return 0 if all(check.ok for check in checks) else 1

@@ -112,6 +112,7 @@ class InferenceCollector(Collector):
 
     def _worker_metrics(self) -> Iterator[Any]:
         from inference_tasks.ops.doctor import ask_workers
+        from inference_tasks.ops.precision_report import precision_metric
 
         try:
             replies = ask_workers(self.app, self.broadcast_timeout)
@@ -122,6 +123,7 @@ class InferenceCollector(Collector):
         yield workers
         yield from _child_metrics(replies)
         yield from _host_metrics(replies)
+        yield from precision_metric(replies)
 
 
 def _child_metrics(replies: dict[str, Any]) -> Iterator[Any]:

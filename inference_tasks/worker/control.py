@@ -101,6 +101,8 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "device_setting": settings.device,
         "backend": settings.model_backend,
         "openvino_precision": settings.openvino_precision,
+        # What the preloaded model serves and why (worker/precision_choice.py); None off OpenVINO.
+        "precision_choice": getattr(holder.embedder, "precision_choice", None),
         "mps_active": gpu.mps_active(),
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,

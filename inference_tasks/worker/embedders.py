@@ -164,8 +164,12 @@ def make_embedder(model: str, device: str, backend: str = "torch", cache: Path |
     source = resolve_model_path(model)
     if backend == "openvino":
         from inference_tasks.worker.openvino_model import OpenVinoEmbedder, served_export_path
+        from inference_tasks.worker.precision_choice import served_precision
 
         if cache is None:
             raise ValueError("the OpenVINO backend needs the model cache directory (INFERENCE_MODEL_CACHE)")
-        return OpenVinoEmbedder(model, served_export_path(model, source, cache, precision), precision)
+        choice = served_precision(precision, model, source, cache)
+        embedder = OpenVinoEmbedder(model, served_export_path(model, source, cache, choice.precision), choice.precision)
+        embedder.precision_choice = choice.as_dict()
+        return embedder
     return SentenceTransformerEmbedder(model, source, device)

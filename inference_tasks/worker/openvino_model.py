@@ -159,6 +159,8 @@ class OpenVinoEmbedder(EmbeddingModel):
         self.batch_size = 32
         self.max_pass_tokens: int | None = None
         self.precision_setting = precision
+        # Which precision is served and why (worker/precision_choice.py), set by make_embedder.
+        self.precision_choice: dict[str, str] | None = None
         # Set by compile(): the precision OpenVINO chose (bf16/f32) and its inference threads.
         self.precision: str | None = None
         self.threads: int | None = None
@@ -203,8 +205,8 @@ class OpenVinoEmbedder(EmbeddingModel):
         config: dict[str, Any] = dict(BASE_CONFIG)
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads
-        if self.precision_setting == "f32":
-            config["INFERENCE_PRECISION_HINT"] = "f32"
+        if self.precision_setting in ("f32", "bf16"):
+            config["INFERENCE_PRECISION_HINT"] = self.precision_setting
         compiled = self._core.compile_model(self._model, "CPU", config)
         # int8: the quantized IR computes its matrix products in int8 (the runtime's choice, bf16 or
         # f32, elsewhere); reported as int8, what operators asked for and what changes its vectors.

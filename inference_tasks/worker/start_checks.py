@@ -62,10 +62,12 @@ def refuse_to_start_without_the_export(settings: Any) -> None:
         runtime_missing,
         served_export_path,
     )
+    from inference_tasks.worker.precision_choice import served_precision
 
     source = settings.served_model.source
-    precision = settings.openvino_precision
-    path = served_export_path(source, resolve_model_path(source), settings.model_cache_dir, precision)
+    files = resolve_model_path(source)
+    precision = served_precision(settings.openvino_precision, source, files, settings.model_cache_dir).precision
+    path = served_export_path(source, files, settings.model_cache_dir, precision)
     message = runtime_missing() or (None if is_exported(path) else missing_export_message(source, path, precision))
     if message:
         logger.critical(message)

@@ -188,6 +188,7 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "device": model.device if model else None,
         "backend": model.backend if model else self.app.settings.backend,
         "precision": model.precision if model else None,
+        "precision_choice": getattr(model, "precision_choice", None),
         "runtime_threads": model.threads if model else None,
         "encode_batch_size": getattr(model, "batch_size", None),
         "gpu_memory": gpu.gpu_memory(model.device) if model else None,

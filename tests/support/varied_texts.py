@@ -5,8 +5,9 @@ to a few hundred."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
+
+from inference_tasks.ml.held_out import recombined
 
 TICKETS = Path(__file__).resolve().parents[2] / "data" / "support_tickets.jsonl"
 OTHER = [
@@ -24,19 +25,5 @@ OTHER = [
 
 
 def varied_texts(count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
     words = [word for line in TICKETS.read_text().splitlines() for word in json.loads(line)["text"].split()]
-    texts = []
-    for index in range(count):
-        kind = index % 5
-        if kind == 0:
-            texts.append(" ".join(rng.choices(words, k=rng.randint(1, 6))))
-        elif kind == 1:
-            texts.append(" ".join(rng.choices(words, k=rng.randint(15, 40))))
-        elif kind == 2:
-            texts.append(" ".join(rng.choices(words, k=rng.randint(150, 320))))
-        elif kind == 3:
-            texts.append(f"{rng.choice(OTHER)} {' '.join(rng.choices(words, k=rng.randint(3, 12)))}")
-        else:
-            texts.append(f"{rng.randint(1, 99999)} {rng.choice(OTHER)} #{rng.randint(100, 999)}")
-    return texts
+    return recombined(words, OTHER, count, seed)

@@ -1,0 +1,98 @@
+"""`export-model --backend openvino` (precision auto): time every precision this CPU can run, gate each
+against torch, and record the fastest that passes beside the export (worker/precision_choice.py).
+
+Each candidate (f32; bf16 where the CPU has bf16 units; the NNCF int8 export) is compiled with one
+inference thread, as a worker's child runs it, and timed on 64-text batches and on single sentences,
+the candidates alternated round by round so a drift of the host's speed hits them alike. A candidate
+whose vectors fall below GATE_MIN_COSINE to torch's on held-out texts cannot win. Runs in the
+export-model process (a command, not a worker: nothing forks after its forward passes).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from inference_tasks.ml.held_out import held_out_texts, sentences
+from inference_tasks.worker.precision_choice import has_bf16, host_cpu, write_record
+
+# The least cosine to torch's f32 vector, over every held-out text, that a candidate may serve with.
+GATE_MIN_COSINE = 0.99
+BATCH_TEXTS = 64
+SINGLES_PER_ROUND = 16
+ROUNDS = 4
+
+
+def candidates_for(cpu: dict[str, Any]) -> list[str]:
+    return ["f32", *(["bf16"] if has_bf16(cpu) else []), "int8"]
+
+
+def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds: int = ROUNDS) -> dict[str, Any]:
+    """Measure every candidate on this host, write the record beside `base`, and return it."""
+    from inference_tasks.worker.openvino_model import OpenVinoEmbedder
+
+    cpu = host_cpu()
+    names = candidates_for(cpu)
+    embedders = {name: OpenVinoEmbedder(model, int8 if name == "int8" else base, name) for name in names}
+    for embedder in embedders.values():
+        embedder.compile(1)
+    cosines = min_cosines(source, embedders)
+    batch_s, single_ms = timings(embedders, rounds)
+    rows = {
+        name: {
+            "passed": cosines[name] >= GATE_MIN_COSINE,
+            "min_cosine": round(cosines[name], 5),
+            "batch_texts_per_s": round(BATCH_TEXTS / statistics.median(batch_s[name]), 1),
+            "single_p50_ms": round(statistics.median(single_ms[name]), 2),
+        }
+        for name in names
+    }
+    passed = [name for name in names if rows[name]["passed"]]
+    if not passed:
+        raise RuntimeError(f"no precision passed the accuracy gate (min cosine >= {GATE_MIN_COSINE}): {rows}")
+    record = {
+        "winner": max(passed, key=lambda name: rows[name]["batch_texts_per_s"]),
+        "cpu": cpu,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "openvino": metadata.version("openvino"),
+        "gate": {"min_cosine": GATE_MIN_COSINE, "texts": len(held_out_texts()), "reference": "torch f32"},
+        "timing": {"threads": 1, "batch_texts": BATCH_TEXTS, "rounds": rounds, "singles_per_round": SINGLES_PER_ROUND},
+        "candidates": rows,
+    }
+    write_record(base, record)
+    return record
+
+
+def min_cosines(source: Path, embedders: dict[str, Any]) -> dict[str, float]:
+    """Each candidate's least cosine to sentence-transformers' own f32 vectors over the held-out texts."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    texts = held_out_texts()
+    torch_model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
+    reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
+    return {
+        name: float(np.min((reference * embedder.encode(texts, normalize=True)).sum(axis=1)))
+        for name, embedder in embedders.items()
+    }
+
+
+def timings(embedders: dict[str, Any], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Seconds per 64-text batch and milliseconds per single sentence, candidates alternated each round."""
+    names = list(embedders)
+    batch, singles = sentences(BATCH_TEXTS), sentences(SINGLES_PER_ROUND, seed=8)
+    batch_s: dict[str, list[float]] = {name: [] for name in names}
+    single_ms: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        for name in names if round_index % 2 == 0 else reversed(names):
+            started = time.perf_counter()
+            embedders[name].encode(batch, normalize=True)
+            batch_s[name].append(time.perf_counter() - started)
+            for text in singles:
+                started = time.perf_counter()
+                embedders[name].encode([text], normalize=True)
+                single_ms[name].append((time.perf_counter() - started) * 1000)
+    return batch_s, single_ms

@@ -1,0 +1,46 @@
+"""What `doctor` and the exporter say about the OpenVINO precision each worker serves, from the workers'
+own replies (each worker compares the measurement with its own host's CPU: worker/precision_choice.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+
+MEASURE_AGAIN = (
+    "run `inference-tasks export-model --backend openvino --force` on that host (with its INFERENCE_MODEL_CACHE) "
+    "and restart its workers: the fastest precision depends on the CPU"
+)
+
+
+def choices_of(replies: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Worker -> its precision choice, for the workers that serve an OpenVINO model."""
+    return {node: reply["precision_choice"] for node, reply in sorted(replies.items()) if reply.get("precision_choice")}
+
+
+def precision_finding(replies: dict[str, Any]) -> tuple[bool, str, str] | None:
+    """doctor's line (ok, detail, fix): fails when a worker serves a precision measured on another CPU;
+    None when no worker runs OpenVINO."""
+    choices = choices_of(replies)
+    if not choices:
+        return None
+    elsewhere = {node: choice for node, choice in choices.items() if choice["how"] == "measured-elsewhere"}
+    if elsewhere:
+        choice = next(iter(elsewhere.values()))
+        return False, f"{', '.join(elsewhere)} serve {choice['precision']}, {choice['why']}", MEASURE_AGAIN
+    served = [f"{node}: {choice['precision']} ({choice['how']}: {choice['why']})" for node, choice in choices.items()]
+    return True, "; ".join(served), ""
+
+
+def precision_metric(replies: dict[str, Any]) -> Iterator[Any]:
+    """inference_worker_precision_info: 1 per OpenVINO worker, labelled with what it serves and how chosen."""
+    info = GaugeMetricFamily(
+        "inference_worker_precision_info",
+        "1 per OpenVINO worker: the precision it serves and how it was chosen (measured on this host, "
+        "measured-elsewhere: on another CPU, explicit, default)",
+        labels=["worker", "precision", "how"],
+    )
+    for node, choice in choices_of(replies).items():
+        info.add_metric([node, choice["precision"], choice["how"]], 1)
+    yield info
