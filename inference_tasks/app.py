@@ -36,12 +36,13 @@ TASK_MODULES = [
     "inference_tasks.worker.retrieval_tasks",
     "inference_tasks.worker.training_tasks",
 ]
-# Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, and
-# task events published on a timer.
+# Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, task
+# events published on a timer, and the state `inference-tasks probe` reads.
 CONSUMER_STEPS = (
     "inference_tasks.broker.leases:LeaseRenewal",
     "inference_tasks.batching.strategy:StopBatchingOnConsumerStop",
     "inference_tasks.worker.task_events:FlushTaskEventsOnATimer",
+    "inference_tasks.worker.probe_state:WriteProbeState",
 )
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 

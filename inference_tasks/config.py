@@ -48,6 +48,9 @@ class Settings:
     # Where `export-model` writes (and workers read) exported models; unset: the user's cache
     # directory ($XDG_CACHE_HOME, which from_env reads, or ~/.cache)/inference_tasks.
     model_cache: str | None = None
+    # Where each worker's main process writes the state `inference-tasks probe` reads (one JSON file per
+    # worker node, rewritten every second); unset: /tmp/inference_tasks-<uid>/probes.
+    probe_dir: str | None = None
     profile: str = "auto"
     # from_env: every usable core (cores.py) unless set; Settings built by hand (tests) probe no
     # hardware and get one.
@@ -167,6 +170,13 @@ class Settings:
         if self.model_cache:
             return Path(self.model_cache).expanduser()
         return Path.home() / ".cache" / "inference_tasks"
+
+    @property
+    def probe_dir_path(self) -> Path:
+        """Where workers write their probe state (INFERENCE_PROBE_DIR, else a per-user folder in /tmp)."""
+        if self.probe_dir:
+            return Path(self.probe_dir).expanduser()
+        return Path("/tmp") / f"inference_tasks-{os.getuid()}" / "probes"
 
     @property
     def uses_sentinel(self) -> bool:

@@ -93,6 +93,26 @@ def test_kubernetes_workers_stop_gracefully_and_fit_their_cpus():
             assert command[0] in ("inference-tasks", "celery"), command
 
 
+def test_every_worker_is_probed_locally_and_systemd_waits_for_ready():
+    """Kubernetes: each worker and trainer container has exec probes through `inference-tasks probe`
+    (startup and readiness --ready, liveness --live), never a broadcast; systemd: each worker unit is
+    active only once its node probes ready, within a start timeout that allows the model load."""
+    for name, deployment in by_kind("Deployment").items():
+        if not (name.startswith("inference-worker") or name == "inference-trainer"):
+            continue
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        commands = {
+            probe: container[probe]["exec"]["command"] for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+        }
+        assert commands["startupProbe"] == commands["readinessProbe"] == ["inference-tasks", "probe", "--ready"], name
+        assert commands["livenessProbe"][:3] == ["inference-tasks", "probe", "--live"], name
+        assert container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"] >= 60
+    for unit in ("inference-worker.service", "inference-worker@.service", "inference-trainer.service"):
+        text = (DEPLOY / "systemd" / unit).read_text()
+        assert re.search(r"^ExecStartPost=\S+/inference-tasks probe --ready --node \S+ --wait \d+$", text, re.M), unit
+        assert re.search(r"^TimeoutStartSec=\d+$", text, re.M), unit
+
+
 def test_keda_scales_each_model_pool_on_its_own_queue():
     """One ScaledObject per worker pool, each reading the list of the model its pool serves (the
     default model's `inference`, another's `inference.<alias>`)."""

@@ -20,7 +20,7 @@ from test_operations import exporter, scrape
 from tests.support.localstack import REPO_ROOT
 from tests.support.lockfile import read_lock
 
-COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classify", "export-model")
+COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classify", "export-model", "probe")
 
 
 @pytest.fixture(scope="module")

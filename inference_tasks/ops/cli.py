@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from inference_tasks.ops.probe import probe_command
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h"]}
@@ -36,6 +37,9 @@ def exec_celery_worker(preset: list[str], extra: tuple[str, ...], environment: d
 @click.group()
 def main() -> None:
     """Celery workers that embed and classify texts, one native thread per child."""
+
+
+main.add_command(probe_command)
 
 
 def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
