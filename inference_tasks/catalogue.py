@@ -9,7 +9,8 @@ Training work likewise: `training.m`, and `training` for the default model's tra
 
     default = "minilm"
     [models.e5]
-    source = "/srv/models/multilingual-e5-small"   # a local sentence-transformers directory
+    source = "/srv/models/multilingual-e5-small"   # a local sentence-transformers directory, or a hub id
+    # revision = "c3f0e..."                        # with a hub id: a pinned commit, tag or branch
     prompts = { query = "query: ", passage = "passage: " }
     default_prompt = "passage"
     backend = "openvino"
@@ -32,6 +33,7 @@ from typing import Any
 
 from inference_tasks.config_checks import ConfigError
 from inference_tasks.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL
+from inference_tasks.hub import PULL_COMMAND, REVISION, hub_reference, is_hub_id
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 # What a catalogue entry serves: an embedding model (sentence-transformers SentenceTransformer: every
@@ -47,7 +49,7 @@ BUILTIN_MULTILINGUAL = "multilingual"
 NUMPY_RUNTIME = "numpy"
 # Sources that name a packaged model rather than a directory.
 PACKAGED_SOURCES = (DEFAULT_MODEL, MULTILINGUAL_MODEL)
-ENTRY_FIELDS = ("source", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
+ENTRY_FIELDS = ("source", "revision", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
 # The longest input a sentence-transformers model of this family reads, in word pieces.
 MAX_SEQ_LENGTH_LIMIT = 8192
 
@@ -66,7 +68,8 @@ class ModelEntry:
     """One model of the fleet: how to load it, and what its requests may ask of it."""
 
     alias: str
-    # DEFAULT_MODEL (the packaged all-MiniLM-L6-v2) or a local sentence-transformers directory.
+    # DEFAULT_MODEL (the packaged all-MiniLM-L6-v2), a local sentence-transformers directory, or a hub
+    # id pulled into the Hugging Face cache, as `<id>` or `<id>@<revision>` (hub.py).
     source: str = DEFAULT_MODEL
     kind: str = EMBEDDING_KIND
     # The runtime; None: INFERENCE_BACKEND decides.
@@ -170,13 +173,7 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
         raise CatalogueError(f"{at}: must be a table of {', '.join(ENTRY_FIELDS)}")
     if unknown := sorted(set(table) - set(ENTRY_FIELDS)):
         raise CatalogueError(f"{at}: unknown field(s) {unknown}; allowed: {', '.join(ENTRY_FIELDS)}")
-    source = table.get("source", DEFAULT_MODEL)
-    if not isinstance(source, str) or not source.strip():
-        raise CatalogueError(
-            f"{at}.source: must be one of {PACKAGED_SOURCES} or a local sentence-transformers directory"
-        )
-    if source not in PACKAGED_SOURCES and not Path(source).expanduser().is_dir():
-        raise CatalogueError(f"{at}.source: {source!r} is not a directory (nothing is downloaded)")
+    source = _source(at, table.get("source", DEFAULT_MODEL), table.get("revision"))
     kind = table.get("kind", EMBEDDING_KIND)
     if kind not in KINDS:
         raise CatalogueError(f"{at}.kind: must be one of {KINDS}, got {kind!r}")
@@ -197,6 +194,27 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
     ):  # fmt: skip
         raise CatalogueError(f"{at}.max_seq_length: must be a whole number from 1 to {MAX_SEQ_LENGTH_LIMIT}")
     return ModelEntry(alias, source, kind, backend, prompts, default_prompt, max_seq_length)
+
+
+def _source(at: str, source: Any, revision: Any) -> str:
+    """A packaged model, a local directory, or a hub id (with its `revision`, as `<id>@<revision>`)."""
+    if not isinstance(source, str) or not source.strip():
+        raise CatalogueError(
+            f"{at}.source: must be one of {PACKAGED_SOURCES}, a local sentence-transformers directory or a hub id"
+        )
+    local = source in PACKAGED_SOURCES or Path(source).expanduser().is_dir()
+    if revision is not None and (local or not isinstance(revision, str) or not REVISION.match(revision)):
+        raise CatalogueError(
+            f"{at}.revision: a branch, tag or commit (letters, digits, '.', '_', '-') of a hub id source only"
+        )
+    if local:
+        return source
+    if not is_hub_id(source):
+        raise CatalogueError(
+            f"{at}.source: {source!r} is not a directory, nor a hub id (owner/name); nothing is downloaded at "
+            f"run time: `{PULL_COMMAND}` fetches a hub id at deploy time"
+        )
+    return hub_reference(source, revision)
 
 
 def _backend(at: str, source: str, backend: Any) -> str | None:

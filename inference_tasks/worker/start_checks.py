@@ -28,6 +28,7 @@ def refuse_to_start_without_a_model(settings: Any, consumed: list[str]) -> None:
     model it did not ask for. Else say which model it serves, on which queues."""
     from inference_tasks.catalogue import model_of_queue
     from inference_tasks.config_checks import ConfigError
+    from inference_tasks.hub import not_pulled_message, parse_reference
 
     try:
         catalogue, entry = settings.models
@@ -45,6 +46,15 @@ def refuse_to_start_without_a_model(settings: Any, consumed: list[str]) -> None:
         )
         logger.critical(message)
         raise RefusedToStart(message)
+    if parse_reference(entry.source) is not None:
+        from inference_tasks.worker.embedders import resolve_model_path
+
+        try:
+            resolve_model_path(entry.source)
+        except FileNotFoundError:
+            message = not_pulled_message(entry.source, entry.alias)
+            logger.critical(message)
+            raise RefusedToStart(message) from None
     logger.warning("serving model %r (%s) on queue(s) %s", entry.alias, entry.source, ", ".join(own))
 
 
