@@ -220,3 +220,14 @@ def test_no_module_over_300_lines_and_no_function_over_60() -> None:
                 if length > MOST_FUNCTION_LINES and f"{name}.{node.name}" not in LONG_FUNCTIONS:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert too_long == []
+
+
+def test_lua_lives_in_lua_files_each_one_used() -> None:
+    """The Redis scripts are .lua files (inference_tasks/lua/), each opening with its keys and arguments
+    and loaded by name somewhere in the package; no Python module holds Lua in a string."""
+    sources = {path: path.read_text() for path in PACKAGE.rglob("*.py")}
+    assert [str(path) for path, text in sources.items() if "redis.call(" in text] == []
+    for script in sorted((PACKAGE / "lua").glob("*.lua")):
+        text = script.read_text()
+        assert "KEYS[1]" in text.split("redis.call", 1)[0], f"{script.name}: say its KEYS before the code"
+        assert any(f'script("{script.stem}")' in text for text in sources.values()), f"{script.name} unused"

@@ -29,11 +29,11 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.redis:Channel._do_restore_message": (
         "8b430df94e45b5b0",
-        "fetch.TAKE_SCRIPT (the record [message, exchange, routing key] it restores from)",
+        "lua/take.lua (the record [message, exchange, routing key] it restores from)",
     ),
     "kombu.transport.virtual.base:Channel._lookup": (
         "82b0e60149b5e172",
-        "fetch.TAKE_SCRIPT (the anonymous exchange routes a restored message to the routing key's queue)",
+        "lua/take.lua (the anonymous exchange routes a restored message to the routing key's queue)",
     ),
     "kombu.transport.redis:Channel._get": (
         "be26a9f1eb4cf8da",

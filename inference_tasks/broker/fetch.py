@@ -33,24 +33,10 @@ from enum import Enum
 from typing import Any
 
 from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.lua import script
 
 logger = logging.getLogger(__name__)
 
-# KEYS: the unacked hash, the unacked index, then the lists in the order they are served.
-# ARGV: the record's tag, its time (the index's score), then each list's queue as a JSON string.
-# The record is written before the message is popped: a write refused (maxmemory) pops nothing.
-TAKE_SCRIPT = """
-for i = 3, #KEYS do
-  local message = redis.call('LINDEX', KEYS[i], -1)
-  if message then
-    redis.call('HSET', KEYS[1], ARGV[1], '[' .. message .. ',"",' .. ARGV[i] .. ']')
-    redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-    redis.call('RPOP', KEYS[i])
-    return {i - 3, message}
-  end
-end
-return false
-"""
 
 DEFAULT_WAIT_S = 0.01
 DEFAULT_RETRY_S = 0.5
@@ -100,7 +86,7 @@ class Fetcher:
             keys = [self.unacked_key, self.unacked_index_key, *(key for key, _ in lists)]
             queues = [json.dumps(queue) for _, queue in lists]
             self.in_flight = (step, lists, tag)
-            return ("EVAL", TAKE_SCRIPT, len(keys), *keys, tag, time.time(), *queues)
+            return ("EVAL", script("take"), len(keys), *keys, tag, time.time(), *queues)
         self.in_flight = (step, lists, "")
         if step is Step.WAIT:
             watched = next((key for key, queue in lists if queue == self.last_queue), lists[0][0])

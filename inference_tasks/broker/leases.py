@@ -19,6 +19,7 @@ from celery import bootsteps
 from celery.worker import state as worker_state
 
 from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.lua import script
 
 logger = logging.getLogger(__name__)
 
@@ -94,22 +95,10 @@ def renew_forever(app: Any, interval: float, stopping: threading.Event) -> None:
             stopping.wait(interval)
 
 
-# KEYS[1] the unacked index; ARGV the time, then the tags. XX: only messages still unacked (an acked
-# one must not come back), so memory does not grow. `allow-oom` (Redis 7): at maxmemory Redis refuses
-# a plain ZADD, and every lease a worker held then ran out during a minute of full Redis; the first
-# sweep once Redis took writes again ran all those tasks a second time (the chaos soak: 37 of them).
-RENEW_SCRIPT = """#!lua flags=allow-oom
-for i = 2, #ARGV do
-  redis.call('ZADD', KEYS[1], 'XX', ARGV[1], ARGV[i])
-end
-return 0
-"""
-
-
 def renew(connection: Any, tags: list[str]) -> None:
     """Set the lease of each still-unacknowledged message in `tags` to now, even while Redis is full."""
     if not tags:
         return
     channel = connection.default_channel
     with channel.conn_or_acquire() as client:
-        client.eval(RENEW_SCRIPT, 1, channel.unacked_index_key, time.time(), *tags)
+        client.eval(script("renew_leases"), 1, channel.unacked_index_key, time.time(), *tags)

@@ -44,6 +44,7 @@ from kombu.utils.encoding import bytes_to_str
 
 from inference_tasks.broker import replies
 from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.lua import script
 from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
 
 logger = logging.getLogger(__name__)
@@ -59,24 +60,6 @@ LONGEST_PAUSE_S = 1.0
 # results) the way Celery does, in two, because Lua's copy of a big argument costs Redis more CPU
 # than the round trip saves.
 LUA_MAX_VALUE_BYTES = 64 * 1024
-# KEYS[1] the task's meta key; ARGV the encoded meta and its lifetime in seconds (0: none).
-# Celery's rule, atomically: a stored SUCCESS is never replaced. Results are JSON only (app.py).
-SET_UNLESS_SUCCEEDED = """
-local current = redis.call('GET', KEYS[1])
-if current then
-  local ok, meta = pcall(cjson.decode, current)
-  if ok and type(meta) == 'table' and meta['status'] == 'SUCCESS' then
-    return 0
-  end
-end
-if tonumber(ARGV[2]) > 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-else
-  redis.call('SET', KEYS[1], ARGV[1])
-end
-redis.call('PUBLISH', KEYS[1], ARGV[1])
-return 1
-"""
 
 
 if TYPE_CHECKING:
@@ -181,7 +164,7 @@ class ResultStore(_MixedInto):
 
     def _set_unless_succeeded(self, key: str, value: str | bytes, lifetime: int) -> bool:
         if len(value) <= LUA_MAX_VALUE_BYTES:
-            return bool(self.client.eval(SET_UNLESS_SUCCEEDED, 1, key, value, lifetime))
+            return bool(self.client.eval(script("set_unless_succeeded"), 1, key, value, lifetime))
         # Celery's own two steps: Lua copies its arguments, and for a big value (a 64-text JSON
         # result is ~515 KB) that cost Redis more than the two plain commands (docs/benchmarks.md).
         current = self.get(key)
@@ -208,7 +191,7 @@ class ResultStore(_MixedInto):
                 for task_id, request in requests:
                     started = {"pid": pid, "hostname": request.get("hostname")}
                     key, value, lifetime = self._encoded_state(task_id, started, states.STARTED, None, Context(request))
-                    pipe.eval(SET_UNLESS_SUCCEEDED, 1, key, value, lifetime)
+                    pipe.eval(script("set_unless_succeeded"), 1, key, value, lifetime)
                 pipe.execute()
         except Exception as error:  # noqa: BLE001 - advisory; each task then records its own STARTED
             logger.warning("could not record STARTED for a micro-batch of %d tasks: %s", len(requests), error)

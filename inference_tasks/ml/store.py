@@ -18,20 +18,11 @@ import redis
 from inference_tasks.clients.keys import CLASSIFIER_NAMES_KEY
 from inference_tasks.clients.keys import classifier_key as _key
 from inference_tasks.codec import decode_vectors, encode_vectors
+from inference_tasks.lua import script
 
 # Runtimes whose vectors for the same model agree within the accuracy gate (cosine >= 0.999, label
 # agreement >= 99 %; measured >= 0.9999): a head trained with one serves on any other.
 INTERCHANGEABLE_RUNTIMES = frozenset({"torch", "openvino"})
-
-# Stores version N and moves `latest` forward only: two trainings of one name finishing out of
-# order never point `latest` back at the older head.
-_SAVE_HEAD = """
-redis.call('SET', KEYS[1], ARGV[2])
-local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[2], ARGV[1]) end
-redis.call('SADD', KEYS[3], ARGV[3])
-return 1
-"""
 
 
 class UnknownClassifier(LookupError):
@@ -111,7 +102,7 @@ def save_head(client: redis.Redis, head: ClassifierHead) -> int:
     """Store `head` as the next version of its name; returns that version."""
     head.version = int(client.incr(_key(head.name, "counter")))
     keys = [_key(head.name, f"v{head.version}"), _key(head.name, "latest"), CLASSIFIER_NAMES_KEY]
-    client.eval(_SAVE_HEAD, len(keys), *keys, head.version, head.to_json(), head.name)
+    client.eval(script("save_head"), len(keys), *keys, head.version, head.to_json(), head.name)
     return head.version
 
 

@@ -66,7 +66,7 @@ class ModelHolder:
     heads: dict[str, Any] = field(default_factory=dict)
     # The micro-batch share behind the last encode_for/score_for, None if that call encoded itself.
     shared: PreEncoded | None = None
-    # Quantization ranges by (normalize, dimensions), from the model's calibration vectors (quantize.py).
+    # Quantization ranges by (normalize, dimensions), from the model's calibration vectors (calibration.py).
     calibration: dict[Any, Any] = field(default_factory=dict)
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 

@@ -28,8 +28,6 @@ from inference_tasks.validation import check_arguments, check_queue
 from inference_tasks.worker.pool import JobNotSent
 
 logger = logging.getLogger(__name__)
-# Off our transport (no dead-letter list) a refusal is still logged, naming queue and id.
-REFUSED_LOG = "refused a message from queue %r (task %s, id %s): %s"
 
 
 class GuardedRequest(Request):
