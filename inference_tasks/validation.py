@@ -71,17 +71,18 @@ def _takes(signature: inspect.Signature) -> str:
 
 
 def check_queue(task: str, queue: Any) -> None:
-    """A training task (routed to the training queues) taken from any other queue fails naming its
-    queue: an inference worker must not train (its children have one thread and serve requests). A
-    message that does not say its queue (routing key) is not checked."""
+    """A training task (routed to the training queues) taken from an inference queue (`inference`,
+    `inference.<model>`) fails naming its queue: an inference worker must not train (its children have
+    one thread and serve requests). A team's own queue is not checked, nor a message that does not say
+    its queue (routing key)."""
     base = TASK_ROUTES.get(task, {}).get("queue")
     if base != TRAINING_QUEUE or not isinstance(queue, str):
         return
     name = queue.split(PRIORITY_SEPARATOR, 1)[0]
-    if name != base and not name.startswith(f"{base}."):
+    if name == INFERENCE_QUEUE or name.startswith(f"{INFERENCE_QUEUE}."):
         raise InvalidInput(
-            f"{task}: runs on the training queues only ({base!r}, or {base}.<model> for a catalogue model), "
-            f"not {quoted(queue)}; send it there (producers route it by name)"
+            f"{task}: runs on the training queues ({base!r}, or {base}.<model> for a catalogue model), "
+            f"not on the inference queue {quoted(queue)}; send it there (producers route it by name)"
         )
 
 

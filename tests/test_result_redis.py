@@ -16,7 +16,7 @@ from test_operations import exporter, scrape
 from inference_tasks.app import create_app
 from inference_tasks.clients.keys import RESULT_KEY_PREFIX, corpus_page_key
 from inference_tasks.config import Settings
-from inference_tasks.routing import EMBED_CORPUS_TASK, EMBED_TASK, INFERENCE_QUEUE
+from inference_tasks.routing import EMBED_CORPUS_TASK, EMBED_TASK, INFERENCE_QUEUE, TRAINING_QUEUE
 from tests.support.local import clean_env, start_redis
 from tests.support.localstack import REPO_ROOT
 
@@ -52,12 +52,15 @@ def test_results_on_their_own_tls_redis_and_every_reader(start_worker, fresh_red
     broker = redis.Redis.from_url(broker_url)
     results = redis.Redis.from_url(results_url, ssl_ca_certs=str(tls_files.ca))
     try:
-        worker = start_worker(concurrency=1, redis_url=broker_url, **settings)
+        # The training queue too: embed_corpus is a training task, refused on an inference queue.
+        worker = start_worker(
+            concurrency=1, redis_url=broker_url, queues=f"{INFERENCE_QUEUE},{TRAINING_QUEUE}", **settings
+        )
         app = create_app(Settings(redis_url=broker_url, **settings))  # type: ignore[arg-type]
         kept = app.send_task(EMBED_TASK, args=[["kept where results live"]])
         assert kept.get(timeout=RESULT_TIMEOUT_S)["dim"] == 384
         corpus = app.send_task(EMBED_CORPUS_TASK, kwargs={"texts": ["one", "two", "three"], "page_size": 2},
-                               queue=INFERENCE_QUEUE).get(timeout=RESULT_TIMEOUT_S)  # fmt: skip
+                               queue=TRAINING_QUEUE).get(timeout=RESULT_TIMEOUT_S)  # fmt: skip
         from_ruby = ruby("result_redis_embed.rb", broker_url, RESULTS_URL=results_url, CA_FILE=str(tls_files.ca))
         status = cli("status", **env)
         doctor = cli("doctor", "--skip-model", **env)
