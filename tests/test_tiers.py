@@ -23,6 +23,6 @@ def test_a_unit_test_that_starts_a_redis_server_fails_naming_the_tier_table(tmp_
         start_redis(tmp_path / "redis")
 
 
-def test_a_test_using_redis_is_in_the_redis_tier(fresh_redis_url, test_tier):
-    """A test that asks for a Redis database is `redis`, not `unit`, and may start servers."""
+def test_a_test_using_redis_is_in_the_redis_tier(redis_server, test_tier):
+    """A test that asks for the session's redis-server is `redis`, not `unit`, and may start servers."""
     assert test_tier == "redis"
