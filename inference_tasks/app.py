@@ -34,6 +34,7 @@ TASK_MODULES = [
     "inference_tasks.worker.signals",
     "inference_tasks.worker.tasks",
     "inference_tasks.worker.retrieval_tasks",
+    "inference_tasks.worker.sparse_tasks",
     "inference_tasks.worker.training_tasks",
 ]
 # Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, task

@@ -37,10 +37,14 @@ from inference_tasks.hub import PULL_COMMAND, REVISION, hub_reference, is_hub_id
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 # What a catalogue entry serves: an embedding model (sentence-transformers SentenceTransformer: every
-# task) or a cross-encoder (sentence-transformers CrossEncoder: inference.rerank only, on torch).
+# task), a cross-encoder (sentence-transformers CrossEncoder: inference.rerank only, on torch) or a sparse
+# encoder (sentence-transformers SparseEncoder, SPLADE: inference.embed_sparse only, on torch).
 EMBEDDING_KIND = "embedding"
 CROSS_ENCODER_KIND = "cross-encoder"
-KINDS = (EMBEDDING_KIND, CROSS_ENCODER_KIND)
+SPARSE_KIND = "sparse"
+KINDS = (EMBEDDING_KIND, CROSS_ENCODER_KIND, SPARSE_KIND)
+# The sentence-transformers class each kind other than an embedding model is loaded as (messages).
+TORCH_ONLY_KINDS = {CROSS_ENCODER_KIND: "CrossEncoder", SPARSE_KIND: "SparseEncoder"}
 # An alias is part of a queue name and a Redis key: short, lower case, no separators of ours (":").
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
@@ -178,10 +182,10 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
     if kind not in KINDS:
         raise CatalogueError(f"{at}.kind: must be one of {KINDS}, got {kind!r}")
     backend = _backend(at, source, table.get("backend"))
-    if kind == CROSS_ENCODER_KIND and (source in PACKAGED_SOURCES or backend not in (None, "torch")):
+    if kind in TORCH_ONLY_KINDS and (source in PACKAGED_SOURCES or backend not in (None, "torch")):
         raise CatalogueError(
-            f"{at}: a cross-encoder is a local sentence-transformers CrossEncoder directory run by torch "
-            f"(source {source!r}, backend {backend!r})"
+            f"{at}: a {kind} model is a sentence-transformers {TORCH_ONLY_KINDS[kind]} (a local directory or a "
+            f"hub id) run by torch (source {source!r}, backend {backend!r})"
         )
     prompts = _prompts(at, table.get("prompts", {}))
     default_prompt = table.get("default_prompt")

@@ -1,5 +1,5 @@
-"""Blocking calls for Python producers, the counterpart of the Ruby client's `embed`, `rerank` and
-`embed_chunks`: send (routed by model, bounded by max_queue_depth), wait, delete the result once
+"""Blocking calls for Python producers, the counterpart of the Ruby client's `embed`, `rerank`,
+`embed_chunks` and `embed_sparse`: send (routed by model, bounded by max_queue_depth), wait, delete the result once
 read, and decode packed vectors into numpy arrays.
 
     from inference_tasks import app, client
@@ -15,7 +15,10 @@ from typing import Any
 
 from inference_tasks import producer
 from inference_tasks.codec import decode_embeddings
-from inference_tasks.routing import EMBED_CHUNKS_TASK, EMBED_TASK, JSON_ENCODING, RERANK_TASK
+from inference_tasks.routing import EMBED_CHUNKS_TASK, EMBED_SPARSE_TASK, EMBED_TASK, JSON_ENCODING, RERANK_TASK
+
+# embed_sparse's forms of a sparse vector: the wire's {"indices", "values"} lists, or {index: weight}.
+SPARSE_FORMS = ("lists", "dict")
 
 
 def _call(app: Any, task: str, args: list[Any], kwargs: dict[str, Any], timeout: float, model: str | None,
@@ -46,9 +49,31 @@ def rerank(
     app: Any, query: str, documents: list[str], *, top_n: int | None = None, return_documents: bool = False,
     truncate: bool | None = None, model: str | None = None, timeout: float = 30, max_queue_depth: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """inference.rerank's result: {"method", "results": [{"index", "score", "document"?}] best first, "usage", ...}."""
+    """inference.rerank's result: {"method", "results": [{"index", "score", "relevance_score", "document"?}] best
+    first, "usage", ...}."""
     kwargs = {"return_documents": return_documents} | _given(top_n=top_n, truncate=truncate)
     result: dict[str, Any] = _call(app, RERANK_TASK, [query, documents], kwargs, timeout, model, max_queue_depth)
+    return result
+
+
+def embed_sparse(
+    app: Any, texts: list[str], *, model: str, top_k: int | None = None, min_weight: float | None = None,
+    return_tokens: bool = False, prompt_name: str | None = None, prompt: str | None = None,
+    truncate: bool | None = None, form: str = "lists", timeout: float = 30, max_queue_depth: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """inference.embed_sparse's result from the sparse model `model` (an alias), in plain Python (no scipy):
+    "embeddings" holds per text {"indices": [int], "values": [float], "tokens"?} with form="lists" (as
+    sent), or {index: weight} with form="dict" ({token: weight} with return_tokens)."""
+    if form not in SPARSE_FORMS:
+        raise ValueError(f"form must be one of {SPARSE_FORMS}, got {form!r}")
+    kwargs = {"return_tokens": return_tokens}
+    kwargs |= _given(top_k=top_k, min_weight=min_weight, prompt_name=prompt_name, prompt=prompt, truncate=truncate)
+    result: dict[str, Any] = _call(app, EMBED_SPARSE_TASK, [texts], kwargs, timeout, model, max_queue_depth)
+    if form == "dict":
+        result["embeddings"] = [
+            dict(zip(row["tokens"] if return_tokens else row["indices"], row["values"], strict=True))
+            for row in result["embeddings"]
+        ]
     return result
 
 

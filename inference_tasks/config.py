@@ -161,7 +161,12 @@ class Settings:
 
     @property
     def model_backend(self) -> str:
-        """The served model's runtime: its catalogue entry's backend, else INFERENCE_BACKEND."""
+        """The served model's runtime: its catalogue entry's backend, else INFERENCE_BACKEND; torch for a
+        cross-encoder or a sparse encoder (catalogue.TORCH_ONLY_KINDS), whatever INFERENCE_BACKEND says."""
+        from inference_tasks.catalogue import TORCH_ONLY_KINDS
+
+        if self.served_model.kind in TORCH_ONLY_KINDS:
+            return "torch"
         return self.served_model.backend or self.backend
 
     @property

@@ -17,6 +17,7 @@ TRAIN_CLASSIFIER_TASK = "inference.train_classifier"
 EMBED_CORPUS_TASK = "inference.embed_corpus"
 RERANK_TASK = "inference.rerank"
 EMBED_CHUNKS_TASK = "inference.embed_chunks"
+EMBED_SPARSE_TASK = "inference.embed_sparse"
 
 # How inference.embed returns its vectors (its `encoding` argument): JSON numbers (the default), or
 # every vector's little-endian float32 bytes in one base64 string, ~25 % of the JSON size (131 KB
@@ -37,13 +38,16 @@ ENCODING_ALIASES = {"f32le-base64": F32_BASE64_ENCODING}
 # Every task a producer may send: screening refuses any other name from the wire (Celery's built-in
 # celery.* tasks included) before Celery looks it up; INFERENCE_EXTRA_TASKS adds a team's own.
 PUBLIC_TASKS = (
-    EMBED_TASK, CLASSIFY_TASK, RERANK_TASK, EMBED_CHUNKS_TASK, WORKER_INFO_TASK, TRAIN_CLASSIFIER_TASK,
-    EMBED_CORPUS_TASK,
+    EMBED_TASK, CLASSIFY_TASK, RERANK_TASK, EMBED_CHUNKS_TASK, EMBED_SPARSE_TASK, WORKER_INFO_TASK,
+    TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK,
 )  # fmt: skip
 
 # Tasks that take a `model` argument (a catalogue alias) and go to that model's queue (catalogue.py):
 # inference.<alias> for the first two, training.<alias> for the trainer's.
-MODEL_TASKS = (EMBED_TASK, CLASSIFY_TASK, RERANK_TASK, EMBED_CHUNKS_TASK, TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK)
+MODEL_TASKS = (
+    EMBED_TASK, CLASSIFY_TASK, RERANK_TASK, EMBED_CHUNKS_TASK, EMBED_SPARSE_TASK, TRAIN_CLASSIFIER_TASK,
+    EMBED_CORPUS_TASK,
+)  # fmt: skip
 
 # Tasks whose final results keep INFERENCE_TRAINING_RESULT_EXPIRES_S instead of the short lifetime
 # of inference results (result_backend.py): small, and read by people rather than by a waiting client.
@@ -54,6 +58,7 @@ TASK_ROUTES = {
     CLASSIFY_TASK: {"queue": INFERENCE_QUEUE},
     RERANK_TASK: {"queue": INFERENCE_QUEUE},
     EMBED_CHUNKS_TASK: {"queue": INFERENCE_QUEUE},
+    EMBED_SPARSE_TASK: {"queue": INFERENCE_QUEUE},
     WORKER_INFO_TASK: {"queue": INFERENCE_QUEUE},
     TRAIN_CLASSIFIER_TASK: {"queue": TRAINING_QUEUE},
     EMBED_CORPUS_TASK: {"queue": TRAINING_QUEUE},

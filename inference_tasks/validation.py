@@ -210,6 +210,13 @@ def check_fraction(task: str, name: str, value: Any, low: float, high: float) ->
     return float(value)
 
 
+def check_weight(task: str, name: str, value: Any) -> float:
+    """A finite number of at least 0 (a sparse weight's floor)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise InvalidInput(f"{task}: {name} must be a number of at least 0, got {quoted(value)}")
+    return float(value)
+
+
 def check_count(task: str, name: str, value: Any, low: int, high: int) -> int:
     """An integer from `low` to `high`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

@@ -245,3 +245,25 @@ def test_take_benchmark_measures_both_priorities(tmp_path):
     assert set(rows) == {"priority 0 (watched)", "priority 5 (not watched)", "two queues, alternating"}
     assert all(row["tasks"] == 10 and row["p50_ms"] > 0 for row in rows.values())
     assert report["back_to_back_tasks_per_s"] > 0
+
+
+def test_reciprocal_rank_fusion_rewards_documents_both_rankings_place_high():
+    from benchmarks.hybrid import recall_at, reciprocal_rank, reciprocal_rank_fusion
+
+    fused = reciprocal_rank_fusion([[1, 2, 3], [3, 1, 4]])
+    assert fused[:2] == [1, 3] and set(fused) == {1, 2, 3, 4}  # 1: ranks 1 and 2; 3: ranks 3 and 1
+    assert reciprocal_rank_fusion([[5], [6]]) == [5, 6]  # a tie: the lower index first
+    assert recall_at([1, 2, 3], {3, 9}, top=2) == 0.0 and recall_at([1, 2, 3], {3, 9}) == 0.5
+    assert reciprocal_rank([7, 8, 9], {9}) == pytest.approx(1 / 3) and reciprocal_rank([7], {9}) == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_hybrid_benchmark_measures_dense_sparse_and_fusion(tmp_path):
+    report = _run("hybrid", tmp_path / "hybrid.json")
+    assert set(report["recall_at_10"]) == {"dense", "sparse", "fusion"}
+    for row in report["recall_at_10"].values():
+        assert set(row) == {"all", "paraphrase", "keyword", "mixed", "mrr"}
+        assert all(0 < value <= 1 for value in row.values())
+    assert set(report["sentences_per_s_one_thread"]) == {"dense all-MiniLM-L6-v2", "sparse SPLADE-tiny"}
+    assert report["cpu"]

@@ -71,11 +71,16 @@ max_seq_length = 512
     [
         ("[models.e5]\nsource = 3\n", "models.e5.source: must be"),
         ('[models.e5]\nsource = "/no/such/dir"\n', "models.e5.source: '/no/such/dir' is not a directory"),
-        ('[models.e5]\nkind = "reranker"\n', "models.e5.kind: must be one of ('embedding', 'cross-encoder')"),
-        ('[models.e5]\nkind = "cross-encoder"\n', "models.e5: a cross-encoder is a local sentence-transformers"),
+        ('[models.e5]\nkind = "reranker"\n', "models.e5.kind: must be one of ('embedding', 'cross-encoder', 'sparse')"),
+        ('[models.e5]\nkind = "cross-encoder"\n', "models.e5: a cross-encoder model is a sentence-transformers"),
         (
             '[models.e5]\nkind = "cross-encoder"\nsource = "/tmp"\nbackend = "openvino"\n',
-            "CrossEncoder directory run by torch",
+            "CrossEncoder (a local directory or a hub id) run by torch",
+        ),
+        ('[models.e5]\nkind = "sparse"\n', "models.e5: a sparse model is a sentence-transformers SparseEncoder"),
+        (
+            '[models.e5]\nkind = "sparse"\nsource = "/tmp"\nbackend = "openvino"\n',
+            "SparseEncoder (a local directory or a hub id) run by torch (source '/tmp', backend 'openvino')",
         ),
         ('[models.e5]\nbackend = "onnx"\n', "models.e5.backend: must be one of ('torch', 'openvino')"),
         ("[models.e5]\nprompts = { query = 1 }\n", 'models.e5.prompts: must be a table of name = "prefix"'),

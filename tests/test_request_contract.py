@@ -90,6 +90,8 @@ def test_rerank_with_the_default_model_is_bi_encoder_cosine_best_first(app, loca
     indexes = [item["index"] for item in result["results"]]
     assert indexes == sorted(range(len(documents)), key=lambda i: -expected[i])
     np.testing.assert_allclose([item["score"] for item in result["results"]], expected[indexes], atol=1e-5)
+    # Cohere's and Jina's field name, for clients written against their rerank APIs.
+    assert all(item["relevance_score"] == item["score"] for item in result["results"])
     billing = {
         i for i, text in enumerate(documents) if any(t["text"] == text and t["label"] == "billing" for t in TICKETS)
     }
@@ -460,6 +462,7 @@ def test_the_ruby_client_decodes_every_encoding_reranks_and_chunks(app, inferenc
     from_ruby = report["rerank"]["results"]
     assert [(r["index"], r["document"]) for r in from_ruby] == [(r["index"], r["document"]) for r in ranked["results"]]
     np.testing.assert_allclose([r["score"] for r in from_ruby], [r["score"] for r in ranked["results"]], atol=1e-6)
+    assert [r["relevance_score"] for r in from_ruby] == [r["score"] for r in from_ruby]
     assert report["rerank"]["method"] == "bi-encoder"
     expected = local_model.encode(texts, prompt="query: ", truncate_dim=32, normalize_embeddings=True)
     np.testing.assert_allclose(report["dimensions"], expected, atol=1e-5)

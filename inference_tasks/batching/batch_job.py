@@ -20,13 +20,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
 from inference_tasks.batching.plan import NOT_RUN, PlannedEncode
-from inference_tasks.catalogue import CROSS_ENCODER_KIND
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, SPARSE_KIND
 from inference_tasks.worker.context import current
 from inference_tasks.worker.embedders import Embedder
 from inference_tasks.worker.jobs import job_ends, job_starts
@@ -37,13 +37,20 @@ logger = logging.getLogger(__name__)
 
 
 def encode_together(embedder: Embedder | None, plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
-    """Every planned task's vectors (a cross-encoder's: scores), by task id, from one pass per normalize
-    flag (one for every pair); {} for a group whose pass failed: its tasks then encode on their own."""
+    """Every planned task's vectors (a cross-encoder's: scores; a sparse encoder's: rows), by task id, from
+    one pass per normalize flag (one for every pair, one for every sparse text); {} for a group whose pass
+    failed: its tasks then encode on their own."""
     if embedder is None or not plans:
         return {}
-    groups = [[plan for plan in plans if plan.query is not None]] if embedder.kind == CROSS_ENCODER_KIND else [
-        [plan for plan in plans if plan.query is None and plan.normalize is normalize] for normalize in (True, False)
-    ]  # fmt: skip
+    if embedder.kind == CROSS_ENCODER_KIND:
+        groups = [[plan for plan in plans if plan.query is not None]]
+    elif embedder.kind == SPARSE_KIND:
+        groups = [[plan for plan in plans if plan.query is None]]
+    else:
+        groups = [
+            [plan for plan in plans if plan.query is None and plan.normalize is normalize]
+            for normalize in (True, False)
+        ]
     vectors: dict[str, PreEncoded] = {}
     for group in groups:
         if group:
@@ -54,7 +61,9 @@ def encode_together(embedder: Embedder | None, plans: Sequence[PlannedEncode]) -
 def _encode_group(embedder: Embedder, group: list[PlannedEncode]) -> dict[str, PreEncoded]:
     started_at, started = time.time(), time.perf_counter()
     try:
-        if group[0].query is not None:
+        if embedder.kind == SPARSE_KIND:
+            encoded: Any = cast(Any, embedder).encode_sparse([text for plan in group for text in plan.texts])
+        elif group[0].query is not None:
             encoded = embedder.score_pairs([(plan.query or "", text) for plan in group for text in plan.texts])
         else:
             encoded = embedder.encode([text for plan in group for text in plan.texts], normalize=group[0].normalize)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from inference_tasks.catalogue import CROSS_ENCODER_KIND, ModelEntry
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, SPARSE_KIND, ModelEntry
 from inference_tasks.request_options import document_prompt, query_prompt, resolve_prompt
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, RERANK_TASK
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_SPARSE_TASK, EMBED_TASK, RERANK_TASK
 from inference_tasks.validation import InvalidInput
 
 # A batch job's outcome for a task the child did not run because its recycle limit was spent
@@ -43,6 +43,8 @@ def planned_encode(request: Any, entry: ModelEntry) -> PlannedEncode | None:
     args, kwargs = request.args, request.kwargs
     if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
         return None
+    if (request.name == EMBED_SPARSE_TASK) != (entry.kind == SPARSE_KIND):
+        return None  # a sparse encoder serves embed_sparse only, and only a sparse encoder serves it
     if request.name == RERANK_TASK:
         return _planned_rerank(request.id, args, kwargs, entry)
     texts: Any = args[0] if args else kwargs.get("texts")
@@ -50,8 +52,9 @@ def planned_encode(request: Any, entry: ModelEntry) -> PlannedEncode | None:
         return None
     normalize: Any = True
     prefix = ""
-    if request.name == EMBED_TASK:
-        normalize = args[1] if len(args) > 1 else kwargs.get("normalize", True)
+    if request.name in (EMBED_TASK, EMBED_SPARSE_TASK):
+        if request.name == EMBED_TASK:
+            normalize = args[1] if len(args) > 1 else kwargs.get("normalize", True)
         if not isinstance(normalize, bool):
             return None
         try:

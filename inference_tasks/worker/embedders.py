@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND
 from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.hub import hub_reference, not_pulled_message, parse_reference
 from inference_tasks.worker import tokens
@@ -27,7 +27,8 @@ class Embedder(Protocol):
 
     name: str
     # catalogue.EMBEDDING_KIND; a cross-encoder (cross_encoder_model.py) is CROSS_ENCODER_KIND and scores
-    # (query, document) pairs instead of encoding.
+    # (query, document) pairs instead of encoding; a sparse encoder (sparse_model.py) is SPARSE_KIND and
+    # makes sparse vectors (its encode_sparse; `dim` is its vocabulary's size).
     kind: str
     dim: int
     device: str
@@ -172,6 +173,10 @@ def make_embedder(model: str, device: str, backend: str = "torch", cache: Path |
         from inference_tasks.worker.cross_encoder_model import CrossEncoderScorer
 
         return CrossEncoderScorer(model, resolve_model_path(model), device)
+    if kind == SPARSE_KIND:
+        from inference_tasks.worker.sparse_model import SparseEncoderModel
+
+        return SparseEncoderModel(model, resolve_model_path(model), device)
     if model == MULTILINGUAL_MODEL:
         from inference_tasks.worker.use_model import UseEmbedder
 

@@ -9,13 +9,15 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND
 from inference_tasks.worker.embedders import Embedder, make_embedder
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from inference_tasks.worker.sparse_model import SparseEncoderModel, SparseRow
 
 logger = logging.getLogger(__name__)
 
@@ -29,12 +31,13 @@ LOAD_IN_CHILD = "in-child"
 @dataclass(frozen=True)
 class PreEncoded:
     """A task's texts as encoded with its batch-mates' (micro-batching), waiting for the task to run:
-    vectors (an embedding model) or scores against `query` (a cross-encoder); `started_at` (Unix time)
+    vectors (an embedding model), scores against `query` (a cross-encoder) or a list of SparseRow (a
+    sparse encoder); `started_at` (Unix time)
     when the shared pass began and `seconds` this task's share of it, by its number of texts (usage)."""
 
     texts: list[str]
     normalize: bool
-    vectors: np.ndarray
+    vectors: Any
     query: str | None = None
     started_at: float = 0.0
     seconds: float = 0.0
@@ -105,6 +108,8 @@ class ModelHolder:
         try:
             if self.embedder.kind == CROSS_ENCODER_KIND:
                 self.embedder.score_pairs([(WARMUP_TEXTS[0], text) for text in WARMUP_TEXTS])
+            elif self.embedder.kind == SPARSE_KIND:
+                cast("SparseEncoderModel", self.embedder).encode_sparse(WARMUP_TEXTS)
             else:
                 vectors = self.embedder.encode(WARMUP_TEXTS, normalize=True)
                 self.embedder.dim = self.embedder.dim or int(vectors.shape[1])
@@ -152,6 +157,16 @@ class ModelHolder:
             return pre.vectors
         self.shared = None
         return scorer.score_pairs([(query, document) for document in documents])
+
+    def sparse_for(self, task_id: str | None, texts: list[str]) -> list[SparseRow]:
+        """A sparse encoder's rows for the task's texts: encoded with the micro-batch if so."""
+        encoder = cast("SparseEncoderModel", self.get())
+        pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        if pre is not None and pre.query is None and pre.texts == texts:
+            self.shared = pre
+            return cast("list[SparseRow]", pre.vectors)
+        self.shared = None
+        return encoder.encode_sparse(texts)
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings of `labels`, encoding only those not seen recently."""

@@ -46,7 +46,7 @@ def rerank(
     model: Any = None, truncate: Any = True, **unknown: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """Order `documents` by relevance to `query`: {"model", "alias", "method", "results": [{"index",
-    "score", "document"?}] best first (the first `top_n`), "usage"}.
+    "score", "relevance_score" (the same number), "document"?}] best first (the first `top_n`), "usage"}.
 
     A cross-encoder model (catalogue kind "cross-encoder") scores each (query, document) pair
     ("method": "cross-encoder"); an embedding model compares vectors ("bi-encoder": the cosine of
@@ -70,6 +70,7 @@ def rerank(
         scores = holder.score_for(self.request.id, query, documents).tolist()
         method = CROSS_ENCODER
     else:
+        scorer = embedding_model(RERANK_TASK, holder, alias)
         entry = settings.served_model
         read_query = query_prompt(entry) + query
         read_documents = [document_prompt(entry) + document for document in documents]
@@ -79,8 +80,10 @@ def rerank(
         scores = (vectors[1:] @ vectors[0]).tolist()
         method = BI_ENCODER
     order = sorted(range(len(documents)), key=lambda index: (-scores[index], index))[:top_n]
+    # "relevance_score": Cohere's and Jina's name for the same number, so clients written for them read it.
     results = [
-        {"index": index, "score": scores[index], **({"document": documents[index]} if return_documents else {})}
+        {"index": index, "score": scores[index], "relevance_score": scores[index]}
+        | ({"document": documents[index]} if return_documents else {})
         for index in order
     ]
     usage = clock.usage(count, holder.shared)

@@ -4,9 +4,9 @@ contract is one piece of code, whatever the task."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from inference_tasks.catalogue import CROSS_ENCODER_KIND
+from inference_tasks.catalogue import CROSS_ENCODER_KIND, SPARSE_KIND
 from inference_tasks.request_options import EncodeOptions
 from inference_tasks.validation import InvalidInput
 from inference_tasks.worker import calibration
@@ -19,15 +19,35 @@ from inference_tasks.worker.vectors import BUCKETED_ENCODINGS, encoded, shaped
 if TYPE_CHECKING:
     import numpy as np
 
+    from inference_tasks.worker.sparse_model import SparseEncoderModel
+
 
 def embedding_model(task: str, holder: ModelHolder, alias: str) -> Embedder:
-    """The loaded model, which must make vectors: a cross-encoder serves inference.rerank only."""
+    """The loaded model, which must make dense vectors: a cross-encoder serves inference.rerank only, a
+    sparse encoder inference.embed_sparse only."""
     model = holder.get()
     if model.kind == CROSS_ENCODER_KIND:
         raise InvalidInput(
             f"{task}: model {alias!r} is a cross-encoder; it serves inference.rerank only (it makes no vectors)"
         )
+    if model.kind == SPARSE_KIND:
+        raise InvalidInput(
+            f"{task}: model {alias!r} is a sparse encoder; it serves inference.embed_sparse only (it makes no "
+            "dense vectors)"
+        )
     return model
+
+
+def sparse_model(task: str, holder: ModelHolder, alias: str) -> SparseEncoderModel:
+    """The loaded model, which must be a sparse encoder (catalogue kind "sparse")."""
+    model = holder.get()
+    if model.kind != SPARSE_KIND:
+        what = "a cross-encoder" if model.kind == CROSS_ENCODER_KIND else "a dense embedding model"
+        raise InvalidInput(
+            f"{task}: model {alias!r} is {what}; it needs a sparse encoder: send the task to the queue of a "
+            f"catalogue entry of kind {SPARSE_KIND!r} (a SPLADE model)"
+        )
+    return cast("SparseEncoderModel", model)
 
 
 def read_tokens(task: str, model: Embedder, texts: list[str], truncate: bool, what: str = "texts") -> TokenCount:

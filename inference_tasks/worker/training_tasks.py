@@ -42,6 +42,7 @@ from inference_tasks.validation import (
 )
 from inference_tasks.worker.context import current
 from inference_tasks.worker.request import GuardedTask
+from inference_tasks.worker.steps import embedding_model
 
 PROGRESS = "PROGRESS"
 EMBED_CHUNK = 64
@@ -119,7 +120,7 @@ def train_classifier(
     labels = check_training_labels(task, labels, len(texts), settings)
     test_fraction = check_fraction(task, "test_fraction", test_fraction, 0.0, 0.9)
     seed = check_count(task, "seed", seed, 0, 2**31)
-    model = current().model.get()
+    model = embedding_model(task, current().model, alias)
 
     started = time.perf_counter()
     embeddings = embed_in_chunks(self, texts, "embedding")
@@ -189,7 +190,7 @@ def embed_corpus(
         total = len(texts)
     else:
         total = _source_length(client, source_key, settings.max_corpus_texts)
-    model = current().model.get()
+    model = embedding_model(task, current().model, alias)
     job_id = self.request.id or "local"
     pages = 0
     for start in range(0, total, page_size):

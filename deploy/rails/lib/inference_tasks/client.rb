@@ -71,6 +71,18 @@ module InferenceTasks
       enqueue("inference.embed_chunks", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
+    # Enqueue inference.embed_sparse on a sparse model's queue (model: its alias, e.g. "splade"): per text
+    # {"indices", "values"}; top_k keeps the k largest weights, min_weight drops smaller ones,
+    # return_tokens adds each index's word piece.
+    def enqueue_embed_sparse(texts, model:, top_k: nil, min_weight: nil, return_tokens: false, prompt_name: nil,
+                             prompt: nil, truncate: nil, **options)
+      kwargs = { "return_tokens" => return_tokens }
+      kwargs["top_k"] = top_k if top_k
+      kwargs["min_weight"] = min_weight if min_weight
+      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: nil, truncate: truncate))
+      enqueue("inference.embed_sparse", [texts], with_model(kwargs, model), **for_model(model, options))
+    end
+
     # Enqueue inference.classify (zero-shot over labels); returns the task id. model: as for enqueue_embed.
     def enqueue_classify(texts, labels, model: nil, **options)
       enqueue("inference.classify", [texts, labels], with_model({}, model), **for_model(model, options))
@@ -128,9 +140,15 @@ module InferenceTasks
     end
 
     # Rerank and wait: {"model", "alias", "method" ("bi-encoder" or "cross-encoder"), "results" =>
-    # [{"index", "score", "document"?}] best first, "usage"}.
+    # [{"index", "score", "relevance_score" (the same, Cohere's name), "document"?}] best first, "usage"}.
     def rerank(query, documents, timeout: 30, keep: false, **options)
       wait(enqueue_rerank(query, documents, **options), timeout: timeout, keep: keep)
+    end
+
+    # Sparse vectors and wait: {"model", "alias", "dim" (the vocabulary's size), "embeddings" =>
+    # [{"indices" => [Integer] ascending, "values" => [Float], "tokens"?}] per text, "usage"}.
+    def embed_sparse(texts, timeout: 30, keep: false, **options)
+      wait(enqueue_embed_sparse(texts, **options), timeout: timeout, keep: keep)
     end
 
     # Embed long texts in chunks and wait: "chunks" => one Array per text of {"start", "end",
