@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inference_tasks.catalogue import CROSS_ENCODER_KIND
-from inference_tasks.worker import tokens
-from inference_tasks.worker.torch_placement import TorchModelFacts, place_module
+from inference_tasks.worker.torch_placement import TorchModelFacts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,9 +53,6 @@ class CrossEncoderScorer(TorchModelFacts):
     def max_tokens(self) -> int | None:
         return int(self._model.max_length) if self._model.max_length else None
 
-    def token_counts(self, texts: Sequence[str]) -> list[int]:
-        return tokens.token_counts(self._model.tokenizer, texts)
-
     def pair_token_counts(self, query: str, documents: Sequence[str]) -> list[int]:
         """Word pieces of each (query, document) pair as the model reads it, before truncation."""
         encoded = self._model.tokenizer(
@@ -65,21 +61,8 @@ class CrossEncoderScorer(TorchModelFacts):
         )  # fmt: skip
         return [len(ids) for ids in encoded["input_ids"]]
 
-    def special_tokens(self) -> int:
-        return tokens.special_tokens(self._model.tokenizer)
-
-    def prefix_tokens(self, prefix: str) -> int:
-        return tokens.prefix_tokens(self._model.tokenizer, prefix)
-
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         raise NotImplementedError("a cross-encoder makes no vectors to chunk")
 
     def limit_length(self, tokens: int) -> None:
         self._model.max_length = tokens
-
-    def compile(self, threads: int | None) -> None:
-        """Nothing: torch's pools are pinned for the whole process (threads.py)."""
-
-    def place(self, device: str, dtype: str = "float32") -> None:
-        self.precision = place_module(self._model, device, dtype) or self.precision
-        self.device = device

@@ -15,7 +15,7 @@ from inference_tasks.hub import hub_reference, not_pulled_message, parse_referen
 from inference_tasks.worker import tokens
 from inference_tasks.worker.embedding_model import EmbeddingModel
 from inference_tasks.worker.passes import encode_in_passes
-from inference_tasks.worker.torch_placement import TorchModelFacts, place_module
+from inference_tasks.worker.torch_placement import TorchModelFacts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,25 +145,8 @@ class SentenceTransformerEmbedder(EmbeddingModel, TorchModelFacts):
     def max_tokens(self) -> int | None:
         return int(self._model.max_seq_length) if self._model.max_seq_length else None
 
-    def token_counts(self, texts: Sequence[str]) -> list[int]:
-        return tokens.token_counts(self._model.tokenizer, texts)
-
-    def special_tokens(self) -> int:
-        return tokens.special_tokens(self._model.tokenizer)
-
-    def prefix_tokens(self, prefix: str) -> int:
-        return tokens.prefix_tokens(self._model.tokenizer, prefix)
-
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         return tokens.token_spans(self._model.tokenizer, text)
-
-    def compile(self, threads: int | None) -> None:
-        """Nothing: torch's pools are pinned for the whole process (threads.py)."""
-
-    def place(self, device: str, dtype: str = "float32") -> None:
-        """Move the weights to `device` (a child moving the main process's CPU copy to its GPU)."""
-        self.precision = place_module(self._model, device, dtype) or self.precision
-        self.device = device
 
 
 def make_embedder(model: str, device: str, backend: str = "torch", cache: Path | None = None,

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from inference_tasks.catalogue import SPARSE_KIND
-from inference_tasks.worker import tokens
 from inference_tasks.worker.passes import forward_passes
-from inference_tasks.worker.torch_placement import TorchModelFacts, place_module
+from inference_tasks.worker.torch_placement import TorchModelFacts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,24 +90,8 @@ class SparseEncoderModel(TorchModelFacts):
     def max_tokens(self) -> int | None:
         return int(self._model.max_seq_length) if self._model.max_seq_length else None
 
-    def token_counts(self, texts: Sequence[str]) -> list[int]:
-        return tokens.token_counts(self._model.tokenizer, texts)
-
-    def special_tokens(self) -> int:
-        return tokens.special_tokens(self._model.tokenizer)
-
-    def prefix_tokens(self, prefix: str) -> int:
-        return tokens.prefix_tokens(self._model.tokenizer, prefix)
-
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         raise NotImplementedError("a sparse encoder's vectors are not chunked")
 
     def limit_length(self, tokens: int) -> None:
         self._model.max_seq_length = tokens
-
-    def compile(self, threads: int | None) -> None:
-        """Nothing: torch's pools are pinned for the whole process (threads.py)."""
-
-    def place(self, device: str, dtype: str = "float32") -> None:
-        self.precision = place_module(self._model, device, dtype) or self.precision
-        self.device = device
