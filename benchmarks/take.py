@@ -14,19 +14,18 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness.alternation import alternated
+from benchmarks.harness.pushes import all_at_once, one_at_a_time
 from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.stats import percentile
 from benchmarks.harness.workload import REPO_ROOT
-from inference_tasks.producer import collect, send
+from inference_tasks.producer import send
 from inference_tasks.routing import EMBED_TASK
 from tests.support.localstack import start_redis, start_worker
-
-RESULT_TIMEOUT_S = 60
-
 
 CONFIGS = {
     "priority 0 (watched)": lambda index: {"priority": 0},
@@ -35,24 +34,9 @@ CONFIGS = {
 }
 
 
-def one_at_a_time(app: object, count: int, config: str) -> list[float]:
-    """Each task sent once the previous one's result is in: the worker is idle at every push."""
-    took = []
-    for index in range(count):
-        options = CONFIGS[config](index)
-        began = time.perf_counter()
-        collect(send(app, EMBED_TASK, args=[[f"take latency {index}"]], **options), RESULT_TIMEOUT_S)
-        took.append(time.perf_counter() - began)
-    return took
-
-
-def back_to_back(app: object, count: int) -> float:
-    """Tasks per second when `count` are pushed at once and collected."""
-    began = time.perf_counter()
-    sent = [send(app, EMBED_TASK, args=[[f"back to back {index}"]]) for index in range(count)]
-    for result in sent:
-        collect(result, RESULT_TIMEOUT_S)
-    return count / (time.perf_counter() - began)
+def sender(app: object, config: str) -> Callable[[int], Any]:
+    """Sends one one-text task with the options of `config` for its index."""
+    return lambda index: send(app, EMBED_TASK, args=[[f"take latency {index}"]], **CONFIGS[config](index))
 
 
 def main() -> None:
@@ -70,11 +54,11 @@ def main() -> None:
         "take", server.url(0), work, dict(os.environ), concurrency=1, microbatch_max_texts=0, task_events="false"
     )
     try:
-        one_at_a_time(worker.app, 5, "priority 0 (watched)")  # the model warm, connections made
+        one_at_a_time(sender(worker.app, "priority 0 (watched)"), 5)  # the model warm, connections made
         took: dict[str, list[float]] = {name: [] for name in CONFIGS}
         for _, name in alternated(list(took), args.rounds):
-            took[name] += one_at_a_time(worker.app, args.tasks, name)
-        rate = back_to_back(worker.app, args.tasks * 4)
+            took[name] += one_at_a_time(sender(worker.app, name), args.tasks)
+        rate = all_at_once(lambda index: send(worker.app, EMBED_TASK, args=[[f"back to back {index}"]]), args.tasks * 4)
     finally:
         worker.stop()
         server.process.terminate()

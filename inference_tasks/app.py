@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +25,8 @@ from inference_tasks.routing import (
     PUBLIC_TASKS,
     TASK_ROUTES,
 )
+from inference_tasks.tracing import propagation
+from inference_tasks.tracing.config import tracing_configured
 
 APP_NAME = "inference_tasks"
 RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:ResultBackend"
@@ -147,6 +150,7 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
         "max_eta_s": settings.max_eta_s,
         "accepted_tasks": [*PUBLIC_TASKS, *settings.extra_task_names],
         "max_redeliveries": settings.max_redeliveries,
+        "trace_stamps": tracing_configured(os.environ),
         "dead_letter_max": settings.dead_letter_max,
         "dead_letter_ttl": settings.dead_letter_ttl_s,
         "durable_claim_ttl": settings.durable_claim_ttl_s,
@@ -219,6 +223,7 @@ class InferenceApp(Celery):
             self.steps["consumer"].add(step)
         guard_flower(self)
         sent_at.connect()
+        propagation.connect()
 
     @property
     def settings(self) -> Settings:

@@ -267,3 +267,12 @@ def test_hybrid_benchmark_measures_dense_sparse_and_fusion(tmp_path):
         assert all(0 < value <= 1 for value in row.values())
     assert set(report["sentences_per_s_one_thread"]) == {"dense all-MiniLM-L6-v2", "sparse SPLADE-tiny"}
     assert report["cpu"]
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_tracing_benchmark_compares_a_worker_with_tracing_off_and_on(tmp_path):
+    report = _run("tracing", tmp_path / "tracing.json")
+    assert set(report["results"]) == {"tracing off", "tracing on"}
+    assert all(row["tasks"] == 20 and row["p50_ms"] > 0 for row in report["results"].values())
+    assert report["spans_received"] > 0

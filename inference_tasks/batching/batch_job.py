@@ -32,6 +32,7 @@ from inference_tasks.worker.embedders import Embedder
 from inference_tasks.worker.jobs import job_ends, job_starts
 from inference_tasks.worker.models import PreEncoded
 from inference_tasks.worker.recycling import tasks_left
+from inference_tasks.worker.task_traces import start_pass_span
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ def encode_together(embedder: Embedder | None, plans: Sequence[PlannedEncode]) -
 
 def _encode_group(embedder: Embedder, group: list[PlannedEncode]) -> dict[str, PreEncoded]:
     started_at, started = time.time(), time.perf_counter()
+    texts = sum(len(plan.texts) for plan in group)
+    pass_span = start_pass_span(texts, len(group))  # None unless this process traces
     try:
         if embedder.kind == SPARSE_KIND:
             encoded: Any = cast(Any, embedder).encode_sparse([text for plan in group for text in plan.texts])
@@ -67,16 +70,23 @@ def _encode_group(embedder: Embedder, group: list[PlannedEncode]) -> dict[str, P
             encoded = embedder.score_pairs([(plan.query or "", text) for plan in group for text in plan.texts])
         else:
             encoded = embedder.encode([text for plan in group for text in plan.texts], normalize=group[0].normalize)
-    except Exception:
+    except Exception as error:
         logger.warning("the shared encode of a micro-batch failed; its tasks encode one by one", exc_info=True)
+        if pass_span is not None:
+            pass_span.record_exception(error)
+            pass_span.end()
         return {}
-    per_text = (time.perf_counter() - started) / max(1, sum(len(plan.texts) for plan in group))
+    per_text = (time.perf_counter() - started) / max(1, texts)
+    link = None
+    if pass_span is not None:
+        pass_span.end()
+        link = pass_span.get_span_context()
     vectors: dict[str, PreEncoded] = {}
     offset = 0
     for plan in group:
         share = encoded[offset : offset + len(plan.texts)]
         vectors[plan.task_id] = PreEncoded(
-            plan.texts, plan.normalize, share, plan.query, started_at, per_text * len(plan.texts)
+            plan.texts, plan.normalize, share, plan.query, started_at, per_text * len(plan.texts), link
         )
         offset += len(plan.texts)
     return vectors

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kombu.utils.encoding import bytes_to_str
@@ -29,6 +30,7 @@ from inference_tasks.defaults import (
     DEFAULT_MAX_REDELIVERIES,
 )
 from inference_tasks.routing import PUBLIC_TASKS
+from inference_tasks.tracing.config import ADMITTED_AT_HEADER, TAKEN_AT_HEADER
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,6 +60,9 @@ class Admission:
     max_nesting_depth = DEFAULT_MAX_NESTING_DEPTH
     max_argument_depth = DEFAULT_MAX_ARGUMENT_DEPTH
     max_message_items = DEFAULT_MAX_MESSAGE_ITEMS
+    # A tracing worker (tracing.config) stamps each admitted message with when it was taken and when
+    # screening let it through; the child running the task makes spans of them (worker/task_traces.py).
+    trace_stamps = False
     max_eta_s = DEFAULT_MAX_ETA_S
     accepted_tasks: tuple[str, ...] = PUBLIC_TASKS
     max_redeliveries = DEFAULT_MAX_REDELIVERIES
@@ -85,6 +90,7 @@ class Admission:
         unstored would leave its caller waiting for ever."""
         if queue.endswith(CONTROL_QUEUE_SUFFIX):
             return json.loads(bytes_to_str(item))  # kombu's own remote-control replies
+        taken_at = time.time() if self.trace_stamps else 0.0
         screening = screen(item, self.screening_limits)
         error: Exception
         if not screening.accepted:
@@ -111,6 +117,8 @@ class Admission:
                 return None
         if envelope["headers"].get(DURABLE_HEADER) and not self.first_durable_message(envelope):
             return None
+        if self.trace_stamps:
+            envelope["headers"].update({TAKEN_AT_HEADER: taken_at, ADMITTED_AT_HEADER: time.time()})
         return envelope
 
     def first_durable_message(self, envelope: dict[str, Any]) -> bool:

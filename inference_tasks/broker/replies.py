@@ -26,6 +26,7 @@ from inference_tasks import codec
 from inference_tasks.clients.connections import sidekiq_redis
 from inference_tasks.clients.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
 from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.tracing.spans import current_trace_headers, span
 
 logger = logging.getLogger(__name__)
 
@@ -158,8 +159,11 @@ def reply(
     False (logged) when the job cannot be pushed at all."""
     try:
         payload = outcome(request.id, request.task, state, result, error, spec.get("context"))
-        job = sidekiq_job(spec, payload)
-        push_sidekiq_job(sidekiq_redis(settings), job)
+        with span("reply job", **{"messaging.system": "sidekiq", "messaging.destination.name": spec.get("queue", "")}):
+            # The trace goes on with the job: traceparent/tracestate as top-level keys of the job hash,
+            # where OpenTelemetry's Sidekiq instrumentation reads them.
+            job = sidekiq_job(spec, payload) | current_trace_headers()
+            push_sidekiq_job(sidekiq_redis(settings), job)
     except Exception as problem:
         if isinstance(problem, TRANSIENT_PUSH_ERRORS) or is_out_of_memory(problem):
             raise ReplyNotPushed(f"{type(problem).__name__}: {problem}") from problem

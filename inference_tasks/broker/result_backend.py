@@ -46,6 +46,7 @@ from inference_tasks.broker import replies
 from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.lua import script
 from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
+from inference_tasks.tracing.spans import span
 
 logger = logging.getLogger(__name__)
 # The largest string Redis stores (proto-max-bulk-len's default): Celery's Redis backend refuses a
@@ -92,7 +93,8 @@ class ResultStore(_MixedInto):
                     raise
                 logger.warning("Redis is full: state %s of task %s not recorded (%s)", state, task_id, error)
                 return result
-        return self._store_final(task_id, result, state, traceback, request, **kwargs)
+        with span("result store", **{"celery.state": state}):
+            return self._store_final(task_id, result, state, traceback, request, **kwargs)
 
     def _store_final(self, task_id: str, result: Any, state: str, traceback: Any, request: Any, **kwargs: Any) -> Any:
         settings = self.app.settings

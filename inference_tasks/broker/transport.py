@@ -66,6 +66,7 @@ class Channel(kombu_redis.Channel, Admission):
         "redelivery_counter_ttl",
         "durable_claim_ttl",
         "fetch_wait_s",
+        "trace_stamps",
     )
     fetch_wait_s = DEFAULT_WAIT_S
     # Whether the command in flight on the BRPOP connection is fetch.py's (take, wait, retry) or

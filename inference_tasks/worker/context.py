@@ -19,6 +19,7 @@ from typing import Any
 from inference_tasks.worker.child import ChildRecord
 from inference_tasks.worker.models import ModelHolder
 from inference_tasks.worker.slots import Slots
+from inference_tasks.worker.task_traces import TaskTraces
 from inference_tasks.worker.thread_budget import SharedThreadBudget
 
 
@@ -37,6 +38,8 @@ class WorkerContext:
     # The worker's prefork pool (pool.py), set by the pool as the main process creates it; None in a
     # solo worker. The micro-batcher and the control command ask it about children.
     pool: Any = None
+    # OpenTelemetry (task_traces.py): this process's provider and open task spans; None when not tracing.
+    traces: TaskTraces | None = None
 
     def in_prefork_child(self) -> bool:
         """True in a prefork child: worker_init recorded the main process's pid, and this is another.

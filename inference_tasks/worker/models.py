@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from inference_tasks.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND
+from inference_tasks.tracing.spans import span
 from inference_tasks.worker.embedders import Embedder, make_embedder
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class PreEncoded:
     query: str | None = None
     started_at: float = 0.0
     seconds: float = 0.0
+    # The shared pass's span context when tracing (task_traces.py): the task's span links to it.
+    trace_link: Any = None
 
 
 class ModelNotLoadedError(RuntimeError):
@@ -146,7 +149,8 @@ class ModelHolder:
             self.shared = pre
             return pre.vectors
         self.shared = None
-        return embedder.encode(texts, normalize=normalize)
+        with span("forward pass", **{"inference.texts": len(texts)}):
+            return embedder.encode(texts, normalize=normalize)
 
     def score_for(self, task_id: str | None, query: str, documents: list[str]) -> np.ndarray:
         """A cross-encoder's score of each (query, document) pair: scored with the micro-batch if so."""
@@ -156,7 +160,8 @@ class ModelHolder:
             self.shared = pre
             return pre.vectors
         self.shared = None
-        return scorer.score_pairs([(query, document) for document in documents])
+        with span("forward pass", **{"inference.texts": len(documents)}):
+            return scorer.score_pairs([(query, document) for document in documents])
 
     def sparse_for(self, task_id: str | None, texts: list[str]) -> list[SparseRow]:
         """A sparse encoder's rows for the task's texts: encoded with the micro-batch if so."""
@@ -166,7 +171,8 @@ class ModelHolder:
             self.shared = pre
             return cast("list[SparseRow]", pre.vectors)
         self.shared = None
-        return encoder.encode_sparse(texts)
+        with span("forward pass", **{"inference.texts": len(texts)}):
+            return encoder.encode_sparse(texts)
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings of `labels`, encoding only those not seen recently."""

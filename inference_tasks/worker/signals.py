@@ -31,10 +31,12 @@ from inference_tasks import devices
 from inference_tasks.app import is_inference_app as ours
 from inference_tasks.clients import queue_state
 from inference_tasks.clients.connections import broker_redis, uncached_broker_redis
+from inference_tasks.tracing.config import tracing_configured
 from inference_tasks.worker import (
     control,  # noqa: F401 - registers the `inference_processes` remote control command
     recycling,
     slots,
+    task_traces,
     thread_budget,
     threads,
 )
@@ -196,6 +198,30 @@ def pin_threads_and_load_model(**_: Any) -> None:
 
 
 @worker_process_init.connect
+def start_tracing(**_: Any) -> None:
+    """In each process that runs tasks, when the OTEL_* variables ask for traces: export them (after
+    the fork: the SDK's export thread would not survive it)."""
+    if ours(current_app) and tracing_configured(os.environ):
+        ctx = current()
+        settings = current_app.settings
+        ctx.traces = task_traces.start(
+            {"inference.model": settings.served_model.alias, "inference.profile": ctx.process.profile or ""}
+        )
+
+
+@task_prerun.connect
+def open_task_span(sender: Any = None, task_id: str | None = None, **_: Any) -> None:
+    if sender is not None and (ctx := current()).traces is not None and ours(sender.app):
+        task_traces.task_started(ctx.traces, sender.name, sender.request, ctx.model.pre_encoded.get(task_id or ""))
+
+
+@task_postrun.connect
+def close_task_span(sender: Any = None, task_id: str | None = None, state: str | None = None, **_: Any) -> None:
+    if (ctx := current()).traces is not None:
+        task_traces.task_finished(ctx.traces, task_id, state)
+
+
+@worker_process_init.connect
 def ignore_term_in_children(**_: Any) -> None:
     """Prefork children ignore SIGTERM, so TERM to the whole process group is still a warm shutdown.
 
@@ -222,6 +248,8 @@ def end_an_exiting_child_promptly(exitcode: int | None = None, **_: Any) -> None
     ctx = current()
     if not ctx.in_prefork_child() or not ours(current_app):
         return
+    if ctx.traces is not None:
+        ctx.traces.flush()  # the buffered spans leave now: os._exit skips the SDK's own exit hook
     code = exitcode if isinstance(exitcode, int) else 0
     if recycling.tasks_left(ctx.process) == 0:
         logging.shutdown()  # flush this child's log handlers; os._exit skips interpreter cleanup

@@ -202,6 +202,8 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "parent_import_seconds": record.import_seconds,
         "thread_budget": record.threads,
         "adaptive_threads": ctx.budget is not None,
+        # Whether this process exports OpenTelemetry traces (OTEL_* variables; worker/task_traces.py).
+        "tracing": ctx.traces is not None,
         "tasks_served": record.tasks_served,
         "jobs_done": record.jobs_done,
         "microbatch": {

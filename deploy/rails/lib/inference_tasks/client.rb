@@ -177,14 +177,17 @@ module InferenceTasks
     # Enqueue any task by wire name with positional args and keyword args; returns the task id.
     # durable: true (or the client's default) returns only once the replicas hold the push, else
     # raises NotReplicated; enqueueing again with the same task_id: is then safe.
+    # traceparent:/tracestate: continue a W3C trace in the worker (default: OpenTelemetry's current
+    # context when the opentelemetry-api gem is loaded).
     def enqueue(task, args, kwargs = {}, queue: Wire::DEFAULT_QUEUE, priority: 0, task_id: nil, reply_to: nil,
-                durable: nil)
+                durable: nil, traceparent: nil, tracestate: nil)
       raise ArgumentError, "priority must be 0..9, got #{priority.inspect}" unless Wire::PRIORITIES.include?(priority)
       raise ArgumentError, "durable must be true, false or nil, got #{durable.inspect}" unless [true, false, nil].include?(durable)
 
       durable = @durable if durable.nil?
       task_id ||= SecureRandom.uuid
-      message = JSON.generate(Wire.message(task, args, kwargs, task_id, queue, priority, reply_to, durable: durable))
+      message = JSON.generate(Wire.message(task, args, kwargs, task_id, queue, priority, reply_to,
+                                           durable: durable, trace: Wire.trace_context(traceparent, tracestate)))
       acknowledged = begin
         push(queue, priority, message, durable)
       rescue Redis::BaseConnectionError => e

@@ -26,6 +26,8 @@ module InferenceTasks
     # Set on a durable push (Client durable: true): a worker runs the first message it takes with the
     # task id and drops any other, so a retry with the same task id after NotReplicated is safe.
     DURABLE_HEADER = "inference_durable"
+    # W3C Trace Context (docs/operations.md, "Traces"): version-traceid-parentid-flags, lower-case hex.
+    TRACEPARENT = /\A[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\z/
     # How the reply job is written: a plain Sidekiq job, or ActiveJob's Sidekiq adapter format.
     REPLY_FORMATS = { sidekiq: "sidekiq", active_job: "active_job" }.freeze
 
@@ -84,8 +86,8 @@ module InferenceTasks
       priority.zero? ? queue : "#{queue}:#{priority}"
     end
 
-    # A Celery protocol v2 message, as JSON-ready Hash.
-    def message(task, args, kwargs, task_id, queue, priority, reply_to, durable: false)
+    # A Celery protocol v2 message, as JSON-ready Hash. trace: {"traceparent" =>, "tracestate" =>?} or {}.
+    def message(task, args, kwargs, task_id, queue, priority, reply_to, durable: false, trace: {})
       headers = {
         "lang" => "rb", "task" => task, "id" => task_id, "root_id" => task_id, "parent_id" => nil,
         "group" => nil, "retries" => 0, "eta" => nil, "expires" => nil,
@@ -93,6 +95,7 @@ module InferenceTasks
       }
       headers["sidekiq_reply"] = reply_request(reply_to) if reply_to
       headers[DURABLE_HEADER] = true if durable
+      headers.merge!(trace)
       body = [args, kwargs, { "callbacks" => nil, "errbacks" => nil, "chain" => nil, "chord" => nil }]
       {
         "body" => Base64.strict_encode64(JSON.generate(body)),
@@ -105,6 +108,23 @@ module InferenceTasks
           "priority" => priority, "body_encoding" => "base64", "delivery_tag" => SecureRandom.uuid
         }
       }
+    end
+
+    # The trace context to send: traceparent:/tracestate: given, else OpenTelemetry's current one when
+    # the opentelemetry-api gem is loaded (this gem does not depend on it), else none.
+    def trace_context(traceparent, tracestate)
+      if traceparent.nil? && defined?(::OpenTelemetry) && ::OpenTelemetry.respond_to?(:propagation)
+        carrier = {}
+        ::OpenTelemetry.propagation.inject(carrier)
+        traceparent = carrier["traceparent"]
+        tracestate ||= carrier["tracestate"]
+      end
+      return {} if traceparent.nil?
+      unless traceparent.is_a?(String) && traceparent.match?(TRACEPARENT)
+        raise ArgumentError, "traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got #{traceparent.inspect}"
+      end
+
+      tracestate ? { "traceparent" => traceparent, "tracestate" => tracestate.to_s } : { "traceparent" => traceparent }
     end
 
     # reply_to: { sidekiq: { class:, queue:, context: } } or { active_job: { class:, queue:, context: } }.
