@@ -16,8 +16,9 @@ import json
 
 from benchmarks.harness.report import cpu_name
 from benchmarks.harness.runner import per_call_us
+from inference_tasks.app import broker_transport_options
 from inference_tasks.broker.envelope import screen
-from inference_tasks.broker.limits import limits_from_settings
+from inference_tasks.broker.limits import limits_from_options
 from inference_tasks.config import Settings
 from inference_tasks.routing import EMBED_TASK
 from tests.support.wire import encode, task_message
@@ -31,7 +32,7 @@ def bare_parse(raw: bytes) -> None:
 
 
 def main() -> None:
-    bounds = limits_from_settings(Settings())
+    bounds = limits_from_options(broker_transport_options(Settings()))
     messages = {
         "1 text": encode(task_message(EMBED_TASK, [[TEXT]])),
         "64 texts": encode(task_message(EMBED_TASK, [[f"{TEXT} ({i})" for i in range(64)]])),

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from inference_tasks.app import broker_transport_options
 from inference_tasks.broker.envelope import screen
 from inference_tasks.broker.json_shape import depth_of, measure
-from inference_tasks.broker.limits import ScreeningLimits, limits_from_settings
+from inference_tasks.broker.limits import ScreeningLimits, limits_from_options, with_max_bytes
 from inference_tasks.broker.replies import ACTIVE_JOB_WRAPPER, outcome, sidekiq_job
 from inference_tasks.config import Settings
 from inference_tasks.routing import PUBLIC_TASKS
@@ -21,7 +22,8 @@ LIMIT = 100_000
 
 
 def limits_for(settings: Settings, max_bytes: int = LIMIT) -> ScreeningLimits:
-    return limits_from_settings(settings, max_bytes)
+    """The limits a worker with `settings` screens with, built as its channel builds them."""
+    return with_max_bytes(limits_from_options(broker_transport_options(settings)), max_bytes)
 
 
 LIMITS = limits_for(Settings())

@@ -15,7 +15,7 @@ from kombu.utils.encoding import bytes_to_str
 from inference_tasks.broker import dead_letter
 from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal
 from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
-from inference_tasks.broker.limits import ScreeningLimits, task_name_patterns
+from inference_tasks.broker.limits import LIMIT_OPTIONS, ScreeningLimits, limits_from_options
 from inference_tasks.clients.durable import DURABLE_HEADER
 from inference_tasks.clients.keys import durable_claim_key, redelivery_key
 from inference_tasks.defaults import (
@@ -73,16 +73,7 @@ class Admission:
 
     @functools.cached_property
     def screening_limits(self) -> ScreeningLimits:
-        names, prefixes = task_name_patterns(self.accepted_tasks)
-        return ScreeningLimits(
-            max_bytes=self.max_message_bytes,
-            max_depth=self.max_nesting_depth,
-            max_argument_depth=self.max_argument_depth,
-            max_items=self.max_message_items,
-            max_eta_s=self.max_eta_s,
-            task_names=names,
-            task_prefixes=prefixes,
-        )
+        return limits_from_options({name: getattr(self, name) for name in LIMIT_OPTIONS})
 
     def admit(self, item: bytes, queue: str) -> dict[str, Any] | None:
         """The envelope to deliver, or None after dead-lettering a refused message. Raises

@@ -5,14 +5,12 @@ Each bound is a setting (docs/configuration.md); each refusal names the variable
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from inference_tasks.broker.json_shape import depth_of
-from inference_tasks.config import Settings
-from inference_tasks.routing import PUBLIC_TASKS
 
 
 @dataclass(frozen=True)
@@ -35,16 +33,24 @@ class ScreeningLimits:
         return ", ".join([*sorted(self.task_names), *(f"{prefix}*" for prefix in self.task_prefixes)])
 
 
-def limits_from_settings(settings: Settings, max_bytes: int | None = None) -> ScreeningLimits:
-    """The limits a worker with `settings` screens with (its transport builds the same from the options
-    app.py derives from these settings); `max_bytes` overrides INFERENCE_MAX_MESSAGE_BYTES."""
-    names, prefixes = task_name_patterns([*PUBLIC_TASKS, *settings.extra_task_names])
+# The transport options screening reads (app.broker_transport_options derives them from the settings;
+# the channel holds them as attributes: broker/admission.py).
+LIMIT_OPTIONS = (
+    "max_message_bytes", "max_nesting_depth", "max_argument_depth", "max_message_items", "max_eta_s",
+    "accepted_tasks",
+)  # fmt: skip
+
+
+def limits_from_options(options: Mapping[str, Any]) -> ScreeningLimits:
+    """The limits a worker screens with, from its transport options (LIMIT_OPTIONS): the one way they
+    are built, by the channel and by the tests and benchmarks that check them."""
+    names, prefixes = task_name_patterns(options["accepted_tasks"])
     return ScreeningLimits(
-        max_bytes=settings.max_message_bytes if max_bytes is None else max_bytes,
-        max_depth=settings.max_nesting_depth,
-        max_argument_depth=settings.max_argument_depth,
-        max_items=settings.max_message_items,
-        max_eta_s=settings.max_eta_s,
+        max_bytes=options["max_message_bytes"],
+        max_depth=options["max_nesting_depth"],
+        max_argument_depth=options["max_argument_depth"],
+        max_items=options["max_message_items"],
+        max_eta_s=options["max_eta_s"],
         task_names=names,
         task_prefixes=prefixes,
     )
