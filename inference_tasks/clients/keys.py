@@ -58,9 +58,15 @@ UNACKED_INDEX_KEY = "unacked_index"
 UNACKED_MUTEX_KEY = "unacked_mutex"
 
 
+def priority_list_key(queue: str, step: int) -> str:
+    """The Redis list holding `queue`'s messages of priority `step` (kombu's naming, with our readable
+    separator: "inference:3"); `queue` itself for priority 0. The worker's channel takes from these."""
+    return queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}"
+
+
 def queue_keys(queue: str) -> list[str]:
     """The Redis list keys that hold a queue's waiting messages, highest priority first."""
-    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in PRIORITY_STEPS]
+    return [priority_list_key(queue, step) for step in PRIORITY_STEPS]
 
 
 # --- Celery's result backend ----------------------------------------------------------------
