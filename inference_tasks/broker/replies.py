@@ -18,7 +18,7 @@ import secrets
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -27,6 +27,9 @@ from inference_tasks.clients.connections import sidekiq_redis
 from inference_tasks.clients.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
 from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.tracing.spans import current_trace_headers, span
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +154,7 @@ TRANSIENT_PUSH_ERRORS = (
 
 
 def reply(
-    spec: dict[str, Any], request: Any, settings: Any, state: str, result: Any = None,
+    spec: dict[str, Any], request: Any, settings: Settings, state: str, result: Any = None,
     error: BaseException | None = None,
 ) -> bool:  # fmt: skip
     """Push the reply job `spec` asks for; True once it is in Sidekiq's queue. Raises ReplyNotPushed

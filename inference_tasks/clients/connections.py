@@ -7,11 +7,14 @@ shared by a parent and its children would interleave their commands.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from inference_tasks.config_checks import sentinel_addresses
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 # A sentinel that does not answer within this is skipped for the next; a primary command that hangs
 # this long (a primary gone without a reset) fails, and the next one asks the sentinels again.
@@ -57,11 +60,11 @@ def tls_options(ca_file: str | None, cert_reqs: str) -> dict[str, Any]:
     return {"ssl_cert_reqs": cert_reqs, **({"ssl_ca_certs": ca_file} if ca_file else {})}
 
 
-def _client_for(settings: Any, url: str, master: str | None) -> redis.Redis:
+def _client_for(settings: Settings, url: str, master: str | None) -> redis.Redis:
     return redis_for(url, settings.redis_tls_ca_file, master, settings.redis_sentinel_tls, settings.redis_tls_cert_reqs)
 
 
-def uncached_broker_redis(settings: Any) -> redis.Redis:
+def uncached_broker_redis(settings: Settings) -> redis.Redis:
     """A client on the broker's Redis that is not this process's shared one: for a worker's main
     process before it forks (a cached client would follow every child), to be closed after use."""
     client = new_redis(
@@ -74,18 +77,18 @@ def uncached_broker_redis(settings: Any) -> redis.Redis:
     return client
 
 
-def broker_redis(settings: Any) -> redis.Redis:
+def broker_redis(settings: Settings) -> redis.Redis:
     """This process's client for the broker's Redis (REDIS_URL): heads, corpus pages, queue state."""
     return _client_for(settings, settings.redis_url, settings.redis_sentinel_master)
 
 
-def result_redis(settings: Any) -> redis.Redis:
+def result_redis(settings: Settings) -> redis.Redis:
     """This process's client for results' Redis (INFERENCE_RESULT_REDIS_URL, else the broker's):
     embed_corpus pages, and what doctor, status and the exporter report about results."""
     return _client_for(settings, settings.results_url, settings.results_sentinel_master)
 
 
-def sidekiq_redis(settings: Any) -> redis.Redis:
+def sidekiq_redis(settings: Settings) -> redis.Redis:
     """The client for reply jobs: INFERENCE_SIDEKIQ_REDIS_URL (Sidekiq's Redis), else the broker's."""
     if not settings.sidekiq_redis_url:
         return broker_redis(settings)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inference_tasks.clients.keys import DEAD_LETTER_KEY, RECENT_FAILURES_KEY, UNACKED_KEY, queue_keys
 from inference_tasks.routing import PRIORITY_STEPS, QUEUES
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 # kombu's Redis transport keeps every delivered, not yet acked message in this hash.
 # Workers push a line per failed task here (signals.py), newest first, capped.
@@ -40,7 +43,7 @@ class QueueSnapshot:
     recent_failures_kept: int
 
 
-def fleet_queues(settings: Any) -> tuple[str, ...]:
+def fleet_queues(settings: Settings) -> tuple[str, ...]:
     """inference, training, and the queue of every model in the catalogue (INFERENCE_MODELS_FILE);
     the first two alone while the catalogue cannot be read."""
     from inference_tasks.catalogue import watched_queues

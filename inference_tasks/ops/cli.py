@@ -182,29 +182,9 @@ def export_model(backend: str, model: str | None, precision: str, force: bool) -
         verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
         click.echo(f"{backend}{label}: {verb}: {done.path}")
     if precision == "auto":
-        _measure(settings, made[""].path, made[" int8"].path, force)
+        from inference_tasks.ops.measure import measure_and_report
 
-
-def _measure(settings: Any, base: Path, int8: Path, force: bool) -> None:
-    """Time every candidate precision here and record the winner, unless a record exists (`--force`)."""
-    from inference_tasks.ops.measure import measure_and_record
-    from inference_tasks.worker.embedders import resolve_model_path
-    from inference_tasks.worker.precision_choice import read_record
-
-    record = read_record(base)
-    if record is None or force:
-        model = settings.served_model.source
-        record = measure_and_record(model, resolve_model_path(model), base, int8)
-    else:
-        click.echo(f"precision: already measured on {record['cpu']['model']} at {record['measured_at']} (--force)")
-    for name, row in record["candidates"].items():
-        gate = "passes" if row["passed"] else "FAILS"
-        click.echo(
-            f"  {name:>5}: {row['batch_texts_per_s']:8.1f} sentences/s (64-text batches), one sentence "
-            f"{row['single_p50_ms']:.2f} ms p50, min cosine to torch {row['min_cosine']:.5f} ({gate} the gate)"
-        )
-    click.echo(f"precision: {record['winner']} is served by INFERENCE_OPENVINO_PRECISION=auto on this host "
-               f"({record['cpu']['model']}, one thread per child)")  # fmt: skip
+        measure_and_report(settings, made[""].path, made[" int8"].path, force)
 
 
 def _bulk_options(function: Any) -> Any:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inference_tasks.worker.openvino_model import (
     FRAMEWORK_WEIGHTS,
@@ -28,6 +28,9 @@ from inference_tasks.worker.openvino_model import (
     int8_export_path,
     is_exported,
 )
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 # Token sequences of two lengths, so the traced graph keeps batch and sequence dimensions dynamic.
 EXAMPLE_TEXTS = ["an example", "a second, somewhat longer example text"]
@@ -40,7 +43,7 @@ class Export:
     seconds: float
 
 
-def export_openvino(settings: Any, force: bool = False) -> Export:
+def export_openvino(settings: Settings, force: bool = False) -> Export:
     """The OpenVINO export of the served model (INFERENCE_MODEL) under settings.model_cache_dir, made if missing."""
     from inference_tasks.worker.embedders import resolve_model_path
     from inference_tasks.worker.threads import set_offline_env
@@ -86,7 +89,7 @@ def _write_export(
     return Export(target, True, time.perf_counter() - started)
 
 
-def export_openvino_int8(settings: Any, force: bool = False) -> Export:
+def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
     """The int8 export of the served model: the full-precision export (made first if missing) quantized
     by NNCF's post-training static quantization, calibrated on the package's calibration corpus.
 

@@ -14,10 +14,13 @@ import statistics
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inference_tasks.ml.held_out import held_out_texts, sentences
 from inference_tasks.worker.precision_choice import has_bf16, host_cpu, write_record
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 # The least cosine to torch's f32 vector, over every held-out text, that a candidate may serve with.
 GATE_MIN_COSINE = 0.99
@@ -96,3 +99,27 @@ def timings(embedders: dict[str, Any], rounds: int) -> tuple[dict[str, list[floa
                 embedders[name].encode([text], normalize=True)
                 single_ms[name].append((time.perf_counter() - started) * 1000)
     return batch_s, single_ms
+
+
+def measure_and_report(settings: Settings, base: Path, int8: Path, force: bool) -> None:
+    """export-model's last step: time every candidate precision here and record the winner, unless a
+    record exists (`--force`); print each candidate's figures."""
+    import click
+
+    from inference_tasks.worker.embedders import resolve_model_path
+    from inference_tasks.worker.precision_choice import read_record
+
+    record = read_record(base)
+    if record is None or force:
+        model = settings.served_model.source
+        record = measure_and_record(model, resolve_model_path(model), base, int8)
+    else:
+        click.echo(f"precision: already measured on {record['cpu']['model']} at {record['measured_at']} (--force)")
+    for name, row in record["candidates"].items():
+        gate = "passes" if row["passed"] else "FAILS"
+        click.echo(
+            f"  {name:>5}: {row['batch_texts_per_s']:8.1f} sentences/s (64-text batches), one sentence "
+            f"{row['single_p50_ms']:.2f} ms p50, min cosine to torch {row['min_cosine']:.5f} ({gate} the gate)"
+        )
+    click.echo(f"precision: {record['winner']} is served by INFERENCE_OPENVINO_PRECISION=auto on this host "
+               f"({record['cpu']['model']}, one thread per child)")  # fmt: skip

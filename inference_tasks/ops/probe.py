@@ -15,9 +15,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 # A main process silent this long is not alive: several missed beats (one a second).
 DEFAULT_MAX_AGE_S = 10.0
@@ -73,7 +76,7 @@ def readiness(states: list[dict[str, Any]], max_age_s: float, now: float, redis_
 
 
 def probe(
-    settings: Any, ready: bool, node: str | None = None, max_age_s: float = DEFAULT_MAX_AGE_S
+    settings: Settings, ready: bool, node: str | None = None, max_age_s: float = DEFAULT_MAX_AGE_S
 ) -> tuple[bool, str]:
     """The probe's verdict and its one line, for INFERENCE_PROBE_DIR of `settings`."""
     states = running_states(settings.probe_dir_path, node)
@@ -82,7 +85,7 @@ def probe(
     return readiness(states, max_age_s, time.time(), lambda: _ping(settings))
 
 
-def _ping(settings: Any) -> None:
+def _ping(settings: Settings) -> None:
     from inference_tasks.clients.connections import uncached_broker_redis
 
     client = uncached_broker_redis(settings)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inference_tasks.clients import queue_state
 from inference_tasks.clients.connections import broker_redis, result_redis
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 
 def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10) -> int:
@@ -50,7 +53,7 @@ def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10
     return 0
 
 
-def show_result_redis(settings: Any, console: Any) -> bool:
+def show_result_redis(settings: Settings, console: Any) -> bool:
     """One line on results' own Redis (INFERENCE_RESULT_REDIS_URL): its memory; False if unreachable."""
     try:
         memory = queue_state.redis_memory(result_redis(settings))

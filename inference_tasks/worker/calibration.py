@@ -24,13 +24,14 @@ import re
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from inference_tasks.worker.vectors import shaped
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from inference_tasks.config import Settings
     from inference_tasks.worker.embedders import Embedder
     from inference_tasks.worker.models import ModelHolder
 
@@ -87,7 +88,7 @@ def calibration_vectors(embedder: Embedder, source: str, cache: Path) -> np.ndar
     return vectors
 
 
-def ranges(holder: ModelHolder, settings: Any, normalize: bool, dimensions: int | None) -> np.ndarray:
+def ranges(holder: ModelHolder, settings: Settings, normalize: bool, dimensions: int | None) -> np.ndarray:
     """Each dimension's (minimum, maximum) over the calibration vectors shaped as the request's are;
     kept per child by (normalize, dimensions)."""
     import numpy as np

@@ -18,6 +18,7 @@ from inference_tasks.worker.embedders import Embedder, make_embedder
 if TYPE_CHECKING:
     import numpy as np
 
+    from inference_tasks.config import Settings
     from inference_tasks.worker.sparse_model import SparseEncoderModel, SparseRow
 
 logger = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ class ModelHolder:
         return np.stack([self._label_cache[label] for label in labels])
 
 
-def place_model(holder: ModelHolder, settings: Any, pool_slot: int | None, threads: int | None = None) -> None:
+def place_model(holder: ModelHolder, settings: Settings, pool_slot: int | None, threads: int | None = None) -> None:
     """In a child (or a solo worker): load the model, or move the main process's CPU copy, onto
     this process's device, with that device's encode batch size. An OpenVINO model is compiled here,
     after the fork, for `threads` inference threads (None: OpenVINO's default, every core).

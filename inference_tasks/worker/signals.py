@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import current_app
 from celery.concurrency import get_implementation
@@ -49,6 +49,9 @@ from inference_tasks.worker.start_checks import (
     refuse_to_start_without_a_model,
     refuse_to_start_without_the_export,
 )
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +117,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         client.close()
 
 
-def preload_model(ctx: WorkerContext, settings: Any) -> None:
+def preload_model(ctx: WorkerContext, settings: Settings) -> None:
     """Load the model in the main process so every child, and every recycled child, starts with it.
 
     Only with every pool pinned to one thread first: torch then copies tensors inline, never

@@ -11,7 +11,10 @@ import logging
 import os
 import resource
 import signal
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +24,7 @@ class RefusedToStart(SystemExit):
     OpenVINO or without the export: the message names the command to run)."""
 
 
-def refuse_to_start_without_a_model(settings: Any, consumed: list[str]) -> None:
+def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> None:
     """Stop the worker before it consumes anything if INFERENCE_MODELS_FILE or INFERENCE_MODEL cannot be
     used (the message names the file, the model and the field), or if it was told to consume another
     model's queue (`-Q inference.e5` on a worker serving minilm): a task must never be answered by a
@@ -58,7 +61,7 @@ def refuse_to_start_without_a_model(settings: Any, consumed: list[str]) -> None:
     logger.warning("serving model %r (%s) on queue(s) %s", entry.alias, entry.source, ", ".join(own))
 
 
-def refuse_to_start_without_the_export(settings: Any) -> None:
+def refuse_to_start_without_the_export(settings: Settings) -> None:
     """Stop the worker before it consumes anything if the OpenVINO export is missing.
 
     Exporting here instead would trace the model with a torch forward pass in the process that

@@ -19,6 +19,7 @@ from inference_tasks.worker.vectors import BUCKETED_ENCODINGS, encoded, shaped
 if TYPE_CHECKING:
     import numpy as np
 
+    from inference_tasks.config import Settings
     from inference_tasks.worker.sparse_model import SparseEncoderModel
 
 
@@ -56,7 +57,7 @@ def read_tokens(task: str, model: Embedder, texts: list[str], truncate: bool, wh
 
 
 def vectors_as_asked(
-    holder: ModelHolder, settings: Any, vectors: np.ndarray, options: EncodeOptions
+    holder: ModelHolder, settings: Settings, vectors: np.ndarray, options: EncodeOptions
 ) -> dict[str, Any]:  # fmt: skip
     """{"dim", "embeddings"[, "count", "encoding"]} for `vectors` shaped and encoded as the options say."""
     vectors = shaped(vectors, options.dimensions, options.normalize)

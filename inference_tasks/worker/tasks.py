@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import Task, shared_task
 
@@ -32,6 +32,9 @@ from inference_tasks.worker.context import current
 from inference_tasks.worker.request import GuardedTask
 from inference_tasks.worker.steps import embedding_model, note_tokens, read_tokens, vectors_as_asked
 from inference_tasks.worker.usage import TaskClock, count_tokens
+
+if TYPE_CHECKING:
+    from inference_tasks.config import Settings
 
 # Bad input is an expected outcome: Celery records FAILURE without a traceback in the log.
 EXPECTED_ERRORS = (InvalidInput,)
@@ -138,7 +141,7 @@ def row_usage(usage: dict[str, Any], index: int, counts: list[int], limit: int |
 
 
 def current_head(
-    settings: Any, heads: dict[str, store.ClassifierHead], name: str, version: Any
+    settings: Settings, heads: dict[str, store.ClassifierHead], name: str, version: Any
 ) -> store.ClassifierHead:
     """The head to use, from this child's cache (`heads`) unless Redis holds a different (newer) version."""
     if version is not None:
