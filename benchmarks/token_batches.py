@@ -51,8 +51,9 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
+    from benchmarks.harness.passes import fixed_size_passes, padded_tokens
     from inference_tasks.worker.embedders import make_embedder
-    from inference_tasks.worker.passes import fixed_size_passes, forward_passes, padded_tokens
+    from inference_tasks.worker.passes import forward_passes
 
     embedder = make_embedder("all-MiniLM-L6-v2", "cpu")
     threads.limit_loaded_pools(1)

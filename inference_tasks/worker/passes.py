@@ -38,18 +38,6 @@ def forward_passes(counts: Sequence[int], max_texts: int, max_tokens: int | None
     return passes
 
 
-def padded_tokens(counts: Sequence[int], passes: Sequence[Sequence[int]]) -> int:
-    """Tokens the passes compute, padding included: each pass's texts times its longest."""
-    return sum(len(group) * max(counts[index] for index in group) for group in passes if group)
-
-
-def fixed_size_passes(lengths: Sequence[int], max_texts: int) -> list[list[int]]:
-    """sentence-transformers' own grouping, for comparison: sorted by `lengths` (characters), longest
-    first, cut every `max_texts` texts."""
-    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
-    return [order[start : start + max_texts] for start in range(0, len(order), max_texts)]
-
-
 def encode_in_passes(
     embedder: Embedder, texts: list[str], encode: Callable[[list[str]], np.ndarray]
 ) -> np.ndarray:  # fmt: skip
