@@ -28,15 +28,45 @@ from inference_tasks.routing import EMBED_TASK
 from tests.support.localstack import start_redis, start_worker
 from tests.support.otlp_receiver import start_receiver
 
+# The steps of a one-text task's trace (worker/task_traces.py), in order.
+STEPS = ("queue wait", "screening", "micro-batch wait", "forward pass", "result store")
 
-def traced_sender(app: Any, what: str) -> Callable[[int], Any]:
-    """Sends one one-text task carrying a traceparent of a new trace."""
+
+def traced_sender(app: Any, what: str, trace_ids: list[str] | None = None) -> Callable[[int], Any]:
+    """Sends one one-text task carrying a traceparent of a new trace (its trace id added to `trace_ids`)."""
 
     def send_one(index: int) -> Any:
-        traceparent = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-        return send(app, EMBED_TASK, args=[[f"tracing {what} {index}"]], headers={"traceparent": traceparent})
+        trace_id = secrets.token_hex(16)
+        if trace_ids is not None:
+            trace_ids.append(trace_id)
+        headers = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+        return send(app, EMBED_TASK, args=[[f"tracing {what} {index}"]], headers=headers)
 
     return send_one
+
+
+def split(receiver: Any, trace_ids: list[str]) -> dict[str, float]:
+    """p50 milliseconds of each step of the one-at-a-time tasks' traces, and of the rest of the task's span
+    (the task body outside its forward pass, Celery's tracer, the ack)."""
+    steps: dict[str, list[float]] = {name: [] for name in (*STEPS, "rest of the task", "task span")}
+    for trace_id in trace_ids:
+        spans = receiver.of_trace(trace_id)
+        roots = [span for span in spans if span["name"] == EMBED_TASK]
+        if len(roots) != 1:
+            continue
+        root = roots[0]
+        children = {span["name"]: span for span in spans if span["parent_span_id"] == root["span_id"]}
+        if not set(STEPS) <= set(children):
+            continue  # a micro-batched task: its forward pass is shared
+        lengths = {name: (children[name]["end"] - children[name]["start"]) / 1e6 for name in STEPS}
+        total = (root["end"] - root["start"]) / 1e6
+        for name, value in [
+            *lengths.items(),
+            ("rest of the task", total - sum(lengths.values())),
+            ("task span", total),
+        ]:
+            steps[name].append(value)
+    return {name: percentile(values, 0.5) for name, values in steps.items() if values}
 
 
 def main() -> None:
@@ -59,11 +89,13 @@ def main() -> None:
     }  # fmt: skip
     took: dict[str, list[float]] = {name: [] for name in workers}
     rates: dict[str, list[float]] = {name: [] for name in workers}
+    one_at_a_time_traces: list[str] = []
     try:
         for worker in workers.values():
             one_at_a_time(traced_sender(worker.app, "warm-up"), 5)  # the model warm, connections made
         for _, name in alternated(list(workers), args.rounds):
-            took[name] += one_at_a_time(traced_sender(workers[name].app, "latency"), args.tasks)
+            ids = one_at_a_time_traces if name == "tracing on" else None
+            took[name] += one_at_a_time(traced_sender(workers[name].app, "latency", ids), args.tasks)
             rates[name].append(all_at_once(traced_sender(workers[name].app, "burst"), args.tasks * 2))
     finally:
         for worker in workers.values():
@@ -85,7 +117,12 @@ def main() -> None:
     for name, row in rows.items():
         print(f"{name:<12} push to result p50 {row['p50_ms']:6.1f} ms  p99 {row['p99_ms']:6.1f} ms  "
               f"burst {row['burst_tasks_per_s']:6.0f} tasks/s")  # fmt: skip
-    write_report(args.out, "tracing", {"rounds": args.rounds, "results": rows, "spans_received": len(receiver.spans)})
+    steps = split(receiver, one_at_a_time_traces)
+    print("one text at a time, where its time goes (p50 of each step, from its trace):")
+    for name, value in steps.items():
+        print(f"  {name:<18} {value:7.2f} ms")
+    report = {"rounds": args.rounds, "results": rows, "spans_received": len(receiver.spans), "split_p50_ms": steps}
+    write_report(args.out, "tracing", report)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ from inference_tasks.tracing.config import TRACEPARENT_HEADER
 def inject_trace_context(headers: dict[str, Any] | None = None, **_: Any) -> None:
     if headers is None or TRACEPARENT_HEADER in headers or "opentelemetry.trace" not in sys.modules:
         return
-    from opentelemetry import propagate, trace
+    from opentelemetry import trace
 
     if not trace.get_current_span().get_span_context().is_valid:
-        return
+        return  # redis-py 8 imports the API itself: a loaded module is not yet a trace
+    from opentelemetry import propagate  # the application's propagators (OTEL_PROPAGATORS), loaded once
+
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     headers.update({name: value for name, value in carrier.items() if name in ("traceparent", "tracestate")})
