@@ -139,10 +139,12 @@ class Settings:
         """The catalogue (INFERENCE_MODELS_FILE plus the built-ins) and the entry this process serves
         (INFERENCE_MODEL), read and checked once, on first use: a worker's start. CatalogueError names
         the file, the model and the field."""
-        from inference_tasks.catalogue import CatalogueError, load_catalogue, served_entry
+        from inference_tasks.catalogue import TORCH_ONLY_KINDS, CatalogueError, load_catalogue, served_entry
 
         catalogue, entry = served_entry(load_catalogue(self.models_file), self.model)
-        runtime = entry.backend or self.backend
+        # The one check of runtime against device (the served model's runtime, as model_backend says it:
+        # a cross-encoder or sparse encoder runs on torch whatever INFERENCE_BACKEND is).
+        runtime = "torch" if entry.kind in TORCH_ONLY_KINDS else entry.backend or self.backend
         if runtime in ("openvino", "numpy") and self.device != devices.CPU:
             raise CatalogueError(
                 f"model {entry.alias!r} runs on {runtime} ({'OpenVINO' if runtime == 'openvino' else 'its own numpy'}"

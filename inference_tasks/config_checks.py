@@ -197,8 +197,6 @@ def check_redis(settings: Settings) -> None:
 
 def check_relations(settings: Settings) -> None:
     """Rules between two settings."""
-    if settings.backend == "openvino" and settings.device != devices.CPU:
-        raise ConfigError(f"{ENV_PREFIX}BACKEND=openvino runs on the CPU only: set {ENV_PREFIX}DEVICE=cpu")
     if not 0 <= settings.result_write_patience_s < settings.soft_time_limit_s:
         raise ConfigError(
             f"{ENV_PREFIX}RESULT_WRITE_PATIENCE_S must be from 0 up to {ENV_PREFIX}SOFT_TIME_LIMIT_S "

@@ -106,6 +106,8 @@ def test_the_catalogue_takes_a_sparse_entry(tmp_path):
     assert entry.kind == SPARSE_KIND and entry.backend is None
     # A fleet-wide INFERENCE_BACKEND=openvino leaves a sparse model on torch (it has no OpenVINO export).
     assert Settings(models_file=str(models), model="splade", backend="openvino").model_backend == "torch"
+    # ... and may run on a GPU (the runtime-against-device check reads the served model's real runtime).
+    assert Settings(models_file=str(models), model="splade", backend="openvino", device="cuda").served_model == entry
 
 
 def test_the_python_client_refuses_an_unknown_form_before_sending():

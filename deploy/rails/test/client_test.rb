@@ -35,6 +35,31 @@ class ClientTest < Minitest::Test
     assert_match(/model must be a catalogue alias/, error.message)
   end
 
+  # With the opentelemetry-api gem loaded, the current span's context goes in the message headers; a
+  # traceparent: given wins; a malformed one is refused before anything is sent. The gem cannot be
+  # installed here (no rubygems.org): a stand-in answers OpenTelemetry.propagation.inject as the API does.
+  def test_the_current_trace_context_travels_in_the_headers_unless_one_is_given
+    queue = idle_queue
+    client.enqueue_embed(["a"], queue: queue)
+    refute JSON.parse(redis.rpop(queue))["headers"].key?("traceparent")
+    current = "00-#{SecureRandom.hex(16)}-#{SecureRandom.hex(8)}-01"
+    propagator = Object.new
+    propagator.define_singleton_method(:inject) do |carrier|
+      carrier.merge!("traceparent" => current, "tracestate" => "v=1")
+    end
+    Object.const_set(:OpenTelemetry, Module.new)
+    OpenTelemetry.define_singleton_method(:propagation) { propagator }
+    client.enqueue_embed(["a"], queue: queue)
+    assert_equal [current, "v=1"], JSON.parse(redis.rpop(queue))["headers"].values_at("traceparent", "tracestate")
+    given = "00-#{'a' * 32}-#{'b' * 16}-01"
+    client.enqueue_embed(["a"], queue: queue, traceparent: given)
+    assert_equal given, JSON.parse(redis.rpop(queue))["headers"]["traceparent"]
+    assert_raises(ArgumentError) { client.enqueue_embed(["a"], queue: queue, traceparent: "00-xyz") }
+    assert_equal 0, redis.llen(queue)
+  ensure
+    Object.send(:remove_const, :OpenTelemetry) if Object.const_defined?(:OpenTelemetry)
+  end
+
   def test_the_default_model_answers_by_its_alias
     assert_equal "minilm", client.embed(["a text"], model: "minilm", timeout: TIMEOUT)["alias"]
   end
