@@ -167,6 +167,7 @@ def test_the_int8_export_is_deterministic(model_cache, int8_dir):
     np.testing.assert_array_equal(first, second)
 
 
+@pytest.mark.long
 def test_int8_passes_the_accuracy_gate_against_torch(int8_dir, torch_model):
     """int8 against torch f32: min cosine >= 0.99 on the gate's texts plus 200 varied ones, zero-shot
     labels agree on >= 98 % of tickets, a head's held-out accuracy moves by at most one point, and
