@@ -38,15 +38,21 @@ def forward_passes(counts: Sequence[int], max_texts: int, max_tokens: int | None
     return passes
 
 
+def model_passes(embedder: Embedder, texts: Sequence[str]) -> list[list[int]]:
+    """The token-bounded passes of `texts` for `embedder`: its batch size, its pass bound, each text's
+    word pieces as it reads them (cut at its limit)."""
+    limit = embedder.max_tokens
+    counts = [min(count, limit) if limit else count for count in embedder.token_counts(texts)]
+    return forward_passes(counts, embedder.batch_size, embedder.max_pass_tokens)
+
+
 def encode_in_passes(
     embedder: Embedder, texts: list[str], encode: Callable[[list[str]], np.ndarray]
 ) -> np.ndarray:  # fmt: skip
     """`encode` over the token-bounded passes of `texts` (longest first), the vectors put back in input order."""
     import numpy as np
 
-    limit = embedder.max_tokens
-    counts = [min(count, limit) if limit else count for count in embedder.token_counts(texts)]
-    groups = forward_passes(counts, embedder.batch_size, embedder.max_pass_tokens)
+    groups = model_passes(embedder, texts)
     if len(groups) == 1:
         return encode(texts)
     vectors: np.ndarray | None = None

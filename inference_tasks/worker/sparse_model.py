@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from inference_tasks.catalogue import SPARSE_KIND
-from inference_tasks.worker.passes import forward_passes
+from inference_tasks.worker.passes import model_passes
 from inference_tasks.worker.torch_placement import TorchModelFacts
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from inference_tasks.worker.embedders import Embedder
 
 
 class SparseRow(NamedTuple):
@@ -52,10 +54,8 @@ class SparseEncoderModel(TorchModelFacts):
         texts = list(texts)
         if self.max_pass_tokens is None or len(texts) <= 1:
             return self._encode(texts, self.batch_size)
-        limit = self.max_tokens
-        counts = [min(count, limit) if limit else count for count in self.token_counts(texts)]
         rows: list[SparseRow | None] = [None] * len(texts)
-        for group in forward_passes(counts, self.batch_size, self.max_pass_tokens):
+        for group in model_passes(cast("Embedder", self), texts):
             for index, row in zip(group, self._encode([texts[index] for index in group], len(group)), strict=True):
                 rows[index] = row
         return [row for row in rows if row is not None]
