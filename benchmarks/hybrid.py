@@ -146,16 +146,16 @@ def main() -> None:
     parser.add_argument("--base-size", action="store_true", help="also time a BERT-base-sized SPLADE model")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "hybrid.json")
     options = parser.parse_args()
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     import torch
 
     torch.set_num_threads(1)
-    from inference_tasks.catalogue import SPARSE_KIND
-    from inference_tasks.defaults import DEFAULT_MODEL
-    from inference_tasks.worker.embedders import make_embedder
+    from inference_tasks.config.catalogue import SPARSE_KIND
+    from inference_tasks.config.defaults import DEFAULT_MODEL
+    from inference_tasks.worker.runtimes.loading import make_embedder
 
     tickets = [json.loads(line)["text"] for line in TICKETS.read_text().splitlines() if line.strip()]
     queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]

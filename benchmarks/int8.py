@@ -37,14 +37,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="per measurement")
     parser.add_argument("--profile", action="store_true", help="also print where int8's time goes, per op type")
     options = parser.parse_args()
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     from inference_tasks.config import Settings
     from inference_tasks.ops.export import export_openvino, export_openvino_int8
-    from inference_tasks.worker.embedders import make_embedder
-    from inference_tasks.worker.openvino_model import OpenVinoEmbedder
+    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.openvino_model import OpenVinoEmbedder
 
     cache = tempfile.mkdtemp(prefix="int8-bench-")
     settings = Settings(model_cache=cache)
@@ -96,7 +96,7 @@ def profile(path: object, embedder: object, batch: list[str]) -> None:
     """OpenVINO's performance counters for one 64-text batch: time per op type and kernel, top 8."""
     import openvino
 
-    from inference_tasks.worker.openvino_model import IR_FILE
+    from inference_tasks.worker.runtimes.openvino_model import IR_FILE
 
     core = openvino.Core()
     config = {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1, "PERF_COUNT": True}

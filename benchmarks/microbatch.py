@@ -43,12 +43,12 @@ from benchmarks.harness.runner import cpu_seconds, run_threads
 from benchmarks.harness.stats import latency_summary
 from benchmarks.harness.workload import REPO_ROOT, make_batches
 from benchmarks.token_batches import mixed_batches
-from inference_tasks.cores import available_cores
-from inference_tasks.defaults import (
+from inference_tasks.config.defaults import (
     DEFAULT_MICROBATCH_MAX_TEXTS,
     DEFAULT_MICROBATCH_MAX_TOKENS,
     DEFAULT_MICROBATCH_WAIT_MS,
 )
+from inference_tasks.cores import available_cores
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from tests.support import localstack
 

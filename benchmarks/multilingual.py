@@ -12,7 +12,7 @@ import os
 from benchmarks.harness.report import cpu_name
 from benchmarks.harness.runner import per_call_us
 from benchmarks.harness.workload import make_batches
-from inference_tasks.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
+from inference_tasks.config.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 
 PAIRS = [  # a Korean or Japanese ticket, its English translation, an unrelated ticket in its language
     (
@@ -32,11 +32,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     options = parser.parse_args()
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.worker.embedders import make_embedder
+    from inference_tasks.worker.runtimes.loading import make_embedder
 
     batch, single = make_batches(1, 64, seed=3)[0], make_batches(1, 1, seed=4)[0]
     print(f"CPU: {cpu_name()}; one thread; texts/s (batches of 64 support tickets / one at a time)")

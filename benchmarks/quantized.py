@@ -43,13 +43,13 @@ def search(vectors: np.ndarray, encoding: str) -> np.ndarray:
 
 
 def main() -> None:
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.worker.calibration import corpus_texts
-    from inference_tasks.worker.embedders import make_embedder
-    from inference_tasks.worker.vectors import quantize, shaped
+    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.tasks.calibration import corpus_texts
+    from inference_tasks.worker.tasks.vectors import quantize, shaped
 
     tickets = [json.loads(line) for line in TICKETS.read_text().splitlines() if line.strip()]
     texts, labels = [t["text"] for t in tickets], np.array([t["label"] for t in tickets])

@@ -47,13 +47,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0, help="per measurement")
     options = parser.parse_args()
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     from benchmarks.harness.passes import fixed_size_passes, padded_tokens
-    from inference_tasks.worker.embedders import make_embedder
-    from inference_tasks.worker.passes import forward_passes
+    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.passes import forward_passes
 
     embedder = make_embedder("all-MiniLM-L6-v2", "cpu")
     threads.limit_loaded_pools(1)

@@ -28,7 +28,7 @@ from inference_tasks.routing import EMBED_TASK
 from tests.support.localstack import start_redis, start_worker
 from tests.support.otlp_receiver import start_receiver
 
-# The steps of a one-text task's trace (worker/task_traces.py), in order.
+# The steps of a one-text task's trace (worker/lifecycle/task_traces.py), in order.
 STEPS = ("queue wait", "screening", "micro-batch wait", "forward pass", "result store")
 
 

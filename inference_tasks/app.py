@@ -16,7 +16,7 @@ from inference_tasks.clients.failover import NeverSwitchStrategy
 from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
-from inference_tasks.config_checks import ConfigError
+from inference_tasks.config.checks import ConfigError
 from inference_tasks.ops.flower_guard import guard_flower
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
@@ -34,19 +34,20 @@ SENTINEL_RESULT_BACKEND_CLASS = "inference_tasks.broker.result_backend:SentinelR
 # Imported by Celery's worker only (its loader imports `include` before sending worker_init): the
 # worker lifecycle hooks first, then the task modules. Producers, Flower and the CLI import none.
 TASK_MODULES = [
-    "inference_tasks.worker.signals",
-    "inference_tasks.worker.tasks",
-    "inference_tasks.worker.retrieval_tasks",
-    "inference_tasks.worker.sparse_tasks",
-    "inference_tasks.worker.training_tasks",
+    "inference_tasks.worker.lifecycle.signals",
+    "inference_tasks.worker.tasks.embedding",
+    "inference_tasks.worker.tasks.retrieval",
+    "inference_tasks.worker.tasks.sparse",
+    "inference_tasks.worker.tasks.training",
+    "inference_tasks.worker.tasks.info",
 ]
 # Worker consumer bootsteps: lease renewal for the messages held, the micro-batcher's shutdown, task
 # events published on a timer, and the state `inference-tasks probe` reads.
 CONSUMER_STEPS = (
     "inference_tasks.broker.leases:LeaseRenewal",
-    "inference_tasks.batching.strategy:StopBatchingOnConsumerStop",
-    "inference_tasks.worker.task_events:FlushTaskEventsOnATimer",
-    "inference_tasks.worker.probe_state:WriteProbeState",
+    "inference_tasks.worker.batching.strategy:StopBatchingOnConsumerStop",
+    "inference_tasks.worker.celery_ext.task_events:FlushTaskEventsOnATimer",
+    "inference_tasks.worker.lifecycle.probe_state:WriteProbeState",
 )
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
@@ -88,11 +89,11 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
         # child while a sibling idles, and a dying worker holds back at most one per child.
         "worker_prefetch_multiplier": 1,
         # Celery's consumer, except that whatever goes wrong while the main process handles one
-        # message costs that message (dead-lettered, FAILURE), never the worker (worker/consumer.py).
-        "worker_consumer": "inference_tasks.worker.consumer:Consumer",
+        # message costs that message (dead-lettered, FAILURE), never the worker (worker/celery_ext/consumer.py).
+        "worker_consumer": "inference_tasks.worker.celery_ext.consumer:Consumer",
         # Celery's prefork pool, except that it never writes a job to a child about to be
         # recycled (pool.py); `--pool prefork` on the command line selects it too.
-        "worker_pool": "inference_tasks.worker.pool:TaskPool",
+        "worker_pool": "inference_tasks.worker.celery_ext.pool:TaskPool",
         "worker_concurrency": settings.concurrency,
         # Each child then draws its own limit at or below this one (recycling.py); 0 = never.
         "worker_max_tasks_per_child": settings.max_tasks_per_child or None,

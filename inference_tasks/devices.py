@@ -1,7 +1,7 @@
 """Device settings and the choice of device per prefork child: pure functions, no torch.
 
-Read by config.py (so by producers too); the worker's runtime view of GPUs (counts through NVML,
-memory, MPS) is worker/gpu.py, and moving a model onto its device is worker/models.place_model.
+Read by config/settings.py (so by producers too); the worker's runtime view of GPUs (counts through NVML,
+memory, MPS) is worker/host/gpu.py, and moving a model onto its device is worker/models.place_model.
 Why the worker's main process never touches CUDA:
 
 CUDA cannot be used again in a child forked from a process that initialised it ("Cannot

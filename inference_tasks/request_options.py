@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from inference_tasks.catalogue import ModelEntry
+from inference_tasks.config.catalogue import ModelEntry
 from inference_tasks.validation import InvalidInput, check_encoding, check_flag, quoted
 
 # The prompt names a query and a document get in reranking and classification, where the model's

@@ -42,7 +42,7 @@ PUBLIC_TASKS = (
     TRAIN_CLASSIFIER_TASK, EMBED_CORPUS_TASK,
 )  # fmt: skip
 
-# Tasks that take a `model` argument (a catalogue alias) and go to that model's queue (catalogue.py):
+# Tasks that take a `model` argument (a catalogue alias) and go to that model's queue (config/catalogue.py):
 # inference.<alias> for the first two, training.<alias> for the trainer's.
 MODEL_TASKS = (
     EMBED_TASK, CLASSIFY_TASK, RERANK_TASK, EMBED_CHUNKS_TASK, EMBED_SPARSE_TASK, TRAIN_CLASSIFIER_TASK,

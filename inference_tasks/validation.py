@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from inference_tasks.catalogue import model_queue
 from inference_tasks.config import Settings
+from inference_tasks.config.catalogue import model_queue
 from inference_tasks.routing import (
     EMBED_ENCODINGS,
     ENCODING_ALIASES,

@@ -43,7 +43,7 @@ def test_delivery_settings_never_lose_a_task_to_a_dead_child():
     assert conf.worker_max_memory_per_child == 512 * 1024
     assert conf.result_expires == 99
     assert create_app(Settings(max_tasks_per_child=0)).conf.worker_max_tasks_per_child is None
-    assert conf.worker_pool == "inference_tasks.worker.pool:TaskPool"  # what `--pool prefork` selects
+    assert conf.worker_pool == "inference_tasks.worker.celery_ext.pool:TaskPool"  # what `--pool prefork` selects
 
 
 def test_plain_worker_consumes_only_its_models_queues(tmp_path):
@@ -145,7 +145,7 @@ hooks = ["worker_init", "worker_ready", "worker_process_init", "worker_process_s
 print(json.dumps({
     "receivers": {name: len(getattr(signals, name).receivers) for name in hooks},
     "worker_modules": sorted(m for m in sys.modules if m == "torch" or m.startswith((
-        "inference_tasks.worker", "inference_tasks.batching", "inference_tasks.ml",
+        "inference_tasks.worker", "inference_tasks.worker.batching", "inference_tasks.ml",
         "inference_tasks.broker.leases", "inference_tasks.ops.cli", "inference_tasks.ops.doctor"))),
     "sent": result.id is not None,
 }))
@@ -174,7 +174,7 @@ def test_a_producer_imports_no_worker_hook_and_allocates_nothing(redis_server):
 def test_the_worker_imports_its_hooks_first_and_they_act_only_for_this_app():
     """The worker's loader imports `include` before sending worker_init: signals.py comes first; its hooks
     skip any other Celery app in the same process."""
-    assert TASK_MODULES[0] == "inference_tasks.worker.signals"
+    assert TASK_MODULES[0] == "inference_tasks.worker.lifecycle.signals"
     ours = create_app(Settings(redis_url="redis://127.0.0.1:1/0"))
     assert is_inference_app(ours)
     assert not is_inference_app(Celery("someone-else"))

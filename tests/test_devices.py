@@ -9,7 +9,7 @@ import pytest
 
 from inference_tasks import devices
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
-from inference_tasks.worker import gpu
+from inference_tasks.worker.host import gpu
 from tests.support.control import ask_once, worker_report
 from tests.support.waiting import wait_until
 

@@ -1,5 +1,5 @@
 """The OpenVINO runtime's tokenizer (tokenizer.json through the `tokenizers` library, no transformers and
-no torch) answers every call the runtime and worker/tokens.py make exactly as transformers' AutoTokenizer
+no torch) answers every call the runtime and worker/runtimes/tokens.py make exactly as transformers' AutoTokenizer
 does, on the packaged MiniLM and SPLADE-tiny."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from inference_tasks.defaults import DEFAULT_MODEL
-from inference_tasks.worker import tokens
-from inference_tasks.worker.embedders import resolve_model_path
-from inference_tasks.worker.json_tokenizer import JsonTokenizer
+from inference_tasks.config.defaults import DEFAULT_MODEL
+from inference_tasks.worker.runtimes import tokens
+from inference_tasks.worker.runtimes.json_tokenizer import JsonTokenizer
+from inference_tasks.worker.runtimes.loading import resolve_model_path
 from tests.support.sparse_model import SPLADE_TINY
 
 TEXTS = [

@@ -14,13 +14,21 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "inference_tasks"
 # The top level a producer (Rails-side Python, Flower, a Django app) imports: it must never pull in
 # the worker's lifecycle, the batching hot path, training or the operator tools. Every module at the
-# top level is on the producer side, with no exemption: one that imports worker code belongs under
-# worker/.
-PRODUCER_SAFE = ("inference_tasks", *sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__"))
-WORKER_ONLY = ("inference_tasks.worker", "inference_tasks.batching", "inference_tasks.ml", "inference_tasks.ops")
+# top level, and every module of config/, is on the producer side, with no exemption: one that
+# imports worker code belongs under worker/.
+PRODUCER_SAFE = (
+    "inference_tasks",
+    *sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__"),
+    "config",
+    *sorted(f"config.{path.stem}" for path in (PACKAGE / "config").glob("*.py") if path.stem != "__init__"),
+)
+WORKER_ONLY = ("inference_tasks.worker", "inference_tasks.ml", "inference_tasks.ops")
 # The app registers Flower's option check in every process (it acts only where Flower runs), so
 # this one ops module, stdlib-only, is on the producer side.
 PRODUCER_SIDE_OPS = {"inference_tasks.ops", "inference_tasks.ops.flower_guard"}
+# worker/'s layers, lowest first: a module imports from its own layer and the layers before it, never
+# from a later one (TYPE_CHECKING imports included). worker/__init__.py says what each layer holds.
+WORKER_LAYERS = ("host", "runtimes", "lifecycle", "celery_ext", "batching", "tasks")
 
 
 def module_name(path: Path) -> str:
@@ -40,10 +48,11 @@ def _skips_type_checking(tree: ast.AST) -> list[ast.AST]:
     return nodes
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """Modules of this package that `name` imports, at module level or inside functions."""
+def imports_of(name: str, path: Path, known: set[str], type_checking: bool = False) -> set[str]:
+    """Modules of this package that `name` imports, at module level or inside functions; with
+    `type_checking`, also those imported under `if TYPE_CHECKING:` (for annotations only)."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node) for node in _skips_type_checking(tree)}
+    skipped = set() if type_checking else {id(node) for node in _skips_type_checking(tree)}
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -58,9 +67,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return {target for target in found if target in known and target != name}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(type_checking: bool = False) -> dict[str, set[str]]:
     found = modules()
-    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+    return {name: imports_of(name, path, set(found), type_checking) for name, path in found.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -97,12 +106,56 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 
 def test_the_package_has_no_import_cycle() -> None:
-    assert find_cycle(import_graph()) is None
+    """Not even through imports made for annotations only: a module two others need for their types
+    lives below both (worker/runtimes/interface.py, config/checks.py reading values, not Settings)."""
+    assert find_cycle(import_graph(type_checking=True)) is None
+
+
+def layer_of(module: str) -> int | None:
+    """The index of `module`'s layer in WORKER_LAYERS, or None outside worker/'s layers."""
+    parts = module.split(".")
+    if parts[:2] != ["inference_tasks", "worker"] or len(parts) < 3:
+        return None
+    return WORKER_LAYERS.index(parts[2])
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a worker layer into a later one."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        if (own := layer_of(name)) is None:
+            continue
+        for target in sorted(targets):
+            if (theirs := layer_of(target)) is not None and theirs > own:
+                found.append(f"{name} ({WORKER_LAYERS[own]}) imports {target} ({WORKER_LAYERS[theirs]})")
+    return found
+
+
+def test_worker_modules_all_live_in_a_layer() -> None:
+    """worker/ holds its __init__ and the layer packages only, and every layer exists."""
+    loose = sorted(path.name for path in (PACKAGE / "worker").glob("*.py") if path.name != "__init__.py")
+    folders = sorted(path.name for path in (PACKAGE / "worker").iterdir() if (path / "__init__.py").exists())
+    assert loose == [] and folders == sorted(WORKER_LAYERS)
+
+
+def test_no_worker_layer_imports_a_later_one() -> None:
+    assert layer_violations(import_graph(type_checking=True)) == []
+
+
+def test_the_layer_check_finds_a_planted_upward_import() -> None:
+    graph = import_graph(type_checking=True)
+    graph["inference_tasks.worker.host.threads"] = {"inference_tasks.worker.tasks.steps"}
+    assert layer_violations(graph) == [
+        "inference_tasks.worker.host.threads (host) imports inference_tasks.worker.tasks.steps (tasks)"
+    ]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     graph = import_graph()
-    graph["inference_tasks.defaults"] = {*graph["inference_tasks.defaults"], "inference_tasks.worker.models"}
+    graph["inference_tasks.config.defaults"] = {
+        *graph["inference_tasks.config.defaults"],
+        "inference_tasks.worker.runtimes.models",
+    }
     cycle = find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1]
 
@@ -121,8 +174,8 @@ def test_producer_side_modules_reach_no_worker_code(top: str) -> None:
 
 def test_every_top_level_module_is_checked_as_producer_side() -> None:
     """The list above is the directory: a new top-level module is covered without editing this test."""
-    assert {"app", "config", "routing", "validation", "codec", "producer"} <= set(PRODUCER_SAFE)
-    assert "tasks" not in PRODUCER_SAFE  # the task bodies import worker code: worker/tasks.py
+    assert {"app", "config", "config.catalogue", "routing", "validation", "codec", "producer"} <= set(PRODUCER_SAFE)
+    assert "tasks" not in PRODUCER_SAFE  # the task bodies import worker code: worker/tasks/embedding.py
 
 
 def test_producer_side_redis_helpers_import_no_broker_or_worker_code() -> None:
@@ -161,9 +214,9 @@ def module_state(name: str, source: str) -> list[str]:
 
 def test_worker_state_lives_only_in_the_worker_context() -> None:
     """No module builds worker state at import (a model holder, shared memory, a budget): the one
-    worker context (worker/context.py) is the only module-level slot for it."""
+    worker context (worker/lifecycle/context.py) is the only module-level slot for it."""
     state = [line for name, path in sorted(modules().items()) for line in module_state(name, path.read_text())]
-    assert state == ["inference_tasks.worker.context: _current: WorkerContext | None = None"]
+    assert state == ["inference_tasks.worker.lifecycle.context: _current: WorkerContext | None = None"]
 
 
 def test_the_state_finder_finds_an_instance_built_at_import() -> None:

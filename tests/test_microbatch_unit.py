@@ -1,4 +1,4 @@
-"""The micro-batcher's decisions (batching/batcher.py) against stand-ins for Celery's consumer parts.
+"""The micro-batcher's decisions (worker/batching/batcher.py) against stand-ins for Celery's consumer parts.
 
 What is checked here is pure bookkeeping: when a batch is flushed, what goes to the pool, and
 that the prefetch window always returns to where it was. Queue behaviour (acks, redelivery,
@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from billiard.einfo import ExceptionInfo
 
-from inference_tasks.batching.batch_job import run_batch
-from inference_tasks.batching.batcher import Batcher
-from inference_tasks.batching.plan import planned_encode
-from inference_tasks.catalogue import CROSS_ENCODER_KIND, ModelEntry
+from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, ModelEntry
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, RERANK_TASK
-from inference_tasks.worker import context
-from inference_tasks.worker.pool import JobNotSent
+from inference_tasks.worker.batching.batch_job import run_batch
+from inference_tasks.worker.batching.batcher import Batcher
+from inference_tasks.worker.batching.plan import planned_encode
+from inference_tasks.worker.celery_ext.pool import JobNotSent
+from inference_tasks.worker.lifecycle import context
 
 MINILM = ModelEntry("minilm")
 

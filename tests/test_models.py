@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference_tasks.defaults import DEFAULT_MODEL
-from inference_tasks.worker.embedders import resolve_model_path
-from inference_tasks.worker.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError
+from inference_tasks.config.defaults import DEFAULT_MODEL
+from inference_tasks.worker.runtimes.loading import resolve_model_path
+from inference_tasks.worker.runtimes.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +67,12 @@ def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
 def test_loading_runs_no_forward_pass(monkeypatch):
     """The worker's main process may load (it forks afterwards) but must never run the model:
     load() alone never calls encode; the dimension comes from the model's configuration."""
-    from inference_tasks.worker import embedders
+    from inference_tasks.worker.runtimes import torch_model
 
     calls = []
-    original = embedders.SentenceTransformerEmbedder.encode
+    original = torch_model.SentenceTransformerEmbedder.encode
     monkeypatch.setattr(
-        embedders.SentenceTransformerEmbedder,
+        torch_model.SentenceTransformerEmbedder,
         "encode",
         lambda self, *a, **k: calls.append(a) or original(self, *a, **k),
     )

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from inference_tasks import producer
-from inference_tasks.defaults import MULTILINGUAL_MODEL
+from inference_tasks.config.defaults import MULTILINGUAL_MODEL
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
 from tests.support.control import worker_report
 from tests.support.waiting import wait_until

@@ -14,7 +14,7 @@ from test_operations import exporter, scrape
 
 from inference_tasks.config import Settings
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
-from inference_tasks.worker.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
+from inference_tasks.worker.runtimes.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
 from tests.support.control import worker_report
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
@@ -75,7 +75,7 @@ def int8_dir(model_cache):
 def torch_model():
     from sentence_transformers import SentenceTransformer
 
-    from inference_tasks.worker.embedders import resolve_model_path
+    from inference_tasks.worker.runtimes.loading import resolve_model_path
 
     return SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu", local_files_only=True)
 
@@ -218,8 +218,8 @@ def test_the_default_export_measures_each_precision_here_and_records_the_fastest
     runs timed with one thread and gated against torch on held-out texts, the fastest that passes
     recorded with the CPU; a worker's `auto` serves it, and on another CPU it says to measure again."""
     from inference_tasks.ops.precision_report import precision_finding
-    from inference_tasks.worker.embedders import make_embedder
-    from inference_tasks.worker.precision_choice import CHOICE_FILE, has_bf16, host_cpu, read_record
+    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.precision_choice import CHOICE_FILE, has_bf16, host_cpu, read_record
 
     done = export(model_cache)
     try:
@@ -332,7 +332,7 @@ def test_a_worker_serves_the_measured_int8_and_says_why(start_worker, model_cach
     test does not depend on which precision wins on the host): the same lifecycle (read in the main
     process, compiled per child after the fork, one thread, preloaded); vectors equal a fresh process's
     int8 vectors; worker_info, the control command, doctor and the exporter say int8, measured."""
-    from inference_tasks.worker.precision_choice import CHOICE_FILE, host_cpu, write_record
+    from inference_tasks.worker.runtimes.precision_choice import CHOICE_FILE, host_cpu, write_record
 
     row = {"passed": True, "min_cosine": 0.996, "batch_texts_per_s": 200.0, "single_p50_ms": 5.0}
     candidates = {"f32": {**row, "batch_texts_per_s": 100.0}, "int8": row}

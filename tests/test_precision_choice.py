@@ -1,4 +1,4 @@
-"""Which OpenVINO precision a worker serves (worker/precision_choice.py), from a record export-model wrote:
+"""Which OpenVINO precision a worker serves (worker/runtimes/precision_choice.py), from a record export-model wrote:
 the host's CPU read from /proc/cpuinfo, explicit settings winning, a record from another CPU flagged."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inference_tasks.ops.precision_report import precision_finding
-from inference_tasks.worker.precision_choice import choose_precision, has_bf16, host_cpu, write_record
+from inference_tasks.worker.runtimes.precision_choice import choose_precision, has_bf16, host_cpu, write_record
 
 CPUINFO = """processor\t: 0
 model name\t: Intel(R) Xeon(R) Platinum 8480+

@@ -1,5 +1,5 @@
 """`inference-tasks probe --live/--ready` (ops/probe.py) over the state a worker's main process rewrites
-every second (worker/probe_state.py): a real worker goes from not ready to ready, and to not live
+every second (worker/lifecycle/probe_state.py): a real worker goes from not ready to ready, and to not live
 while its main process is frozen; the verdicts themselves on made-up states."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from inference_tasks.ops.probe import liveness, readiness, running_states
-from inference_tasks.worker.probe_state import state_file, write_state
+from inference_tasks.worker.lifecycle.probe_state import state_file, write_state
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from inference_tasks.worker.child import ChildRecord
-from inference_tasks.worker.recycling import RecyclingWorker, jittered_limit, tasks_left
+from inference_tasks.worker.lifecycle.child import ChildRecord
+from inference_tasks.worker.lifecycle.recycling import RecyclingWorker, jittered_limit, tasks_left
 
 
 def test_limits_stay_within_the_configured_band_and_spread_out():
@@ -43,7 +43,7 @@ def test_the_pool_gives_its_children_the_task_counting_loop():
     """Our prefork pool forks its children with RecyclingWorker (no frame walk), a subclass of Celery's."""
     from celery.concurrency.asynpool import Worker as CeleryPoolWorker
 
-    from inference_tasks.worker.pool import LastTaskAwareAsynPool
+    from inference_tasks.worker.celery_ext.pool import LastTaskAwareAsynPool
 
     assert LastTaskAwareAsynPool.Worker is RecyclingWorker and issubclass(RecyclingWorker, CeleryPoolWorker)
 
@@ -51,7 +51,7 @@ def test_the_pool_gives_its_children_the_task_counting_loop():
 def test_a_child_flags_its_last_task_in_memory_shared_with_the_parent():
     """slots.py: the flag a child sets for its last job is what the parent reads on its result; a slot
     outside the table is refused (and reported), and before the table exists nothing is shared."""
-    from inference_tasks.worker.slots import Slots
+    from inference_tasks.worker.lifecycle.slots import Slots
 
     unallocated = Slots()
     unallocated.flag_last_task(0, True)
@@ -74,7 +74,7 @@ def test_the_slot_table_fits_the_most_children_the_worker_may_run():
     """slots.most_children: the concurrency, or the autoscaler's maximum when that is more."""
     from types import SimpleNamespace
 
-    from inference_tasks.worker.slots import most_children
+    from inference_tasks.worker.lifecycle.slots import most_children
 
     assert most_children(SimpleNamespace(concurrency=2, options={})) == 2
     assert most_children(SimpleNamespace(concurrency=2, options={"autoscale": "10,3"})) == 10

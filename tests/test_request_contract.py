@@ -21,7 +21,7 @@ from sentence_transformers.util.quantization import quantize_embeddings
 
 from inference_tasks import producer
 from inference_tasks.codec import decode_embeddings
-from inference_tasks.defaults import DEFAULT_MODEL
+from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.routing import (
     CLASSIFY_TASK,
     EMBED_CHUNKS_TASK,
@@ -30,7 +30,7 @@ from inference_tasks.routing import (
     TRAIN_CLASSIFIER_TASK,
     WORKER_INFO_TASK,
 )
-from inference_tasks.worker.embedders import resolve_model_path
+from inference_tasks.worker.runtimes.loading import resolve_model_path
 from tests.support.localstack import REPO_ROOT, producer_app
 from tests.support.wire import encode, task_message
 

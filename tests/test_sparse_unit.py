@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from inference_tasks import client
-from inference_tasks.batching.batch_job import encode_together
-from inference_tasks.batching.plan import planned_encode
-from inference_tasks.catalogue import SPARSE_KIND, ModelEntry, load_catalogue
 from inference_tasks.config import Settings
+from inference_tasks.config.catalogue import SPARSE_KIND, ModelEntry, load_catalogue
 from inference_tasks.routing import EMBED_SPARSE_TASK, EMBED_TASK, RERANK_TASK
-from inference_tasks.worker.sparse_model import SparseEncoderModel, SparseRow
-from inference_tasks.worker.sparse_tasks import pruned
+from inference_tasks.worker.batching.batch_job import encode_together
+from inference_tasks.worker.batching.plan import planned_encode
+from inference_tasks.worker.runtimes.sparse_model import SparseEncoderModel, SparseRow
+from inference_tasks.worker.tasks.sparse import pruned
 from tests.support.sparse_model import SPLADE_TINY, reference_rows
 
 TEXTS = [

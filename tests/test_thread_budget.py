@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inference_tasks.worker.thread_budget import SharedThreadBudget
+from inference_tasks.worker.host.thread_budget import SharedThreadBudget
 
 
 def test_alone_a_child_takes_the_whole_budget_and_others_get_one():

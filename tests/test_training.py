@@ -236,7 +236,7 @@ def test_the_doctor_sees_a_solo_trainer_and_the_inference_children_on_one_host(s
     runs tasks, with its 2 threads; the inference worker its 2 one-thread children; the doctor adds
     both up for the host they share."""
     from inference_tasks.ops.doctor import host_verdicts
-    from inference_tasks.worker.control import COMMAND
+    from inference_tasks.worker.lifecycle.control import COMMAND
 
     inference, trainer = stack
     trainer.app.send_task(WORKER_INFO_TASK, queue=TRAINING_QUEUE).get(timeout=RESULT_TIMEOUT_S)  # warmed up

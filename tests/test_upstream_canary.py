@@ -110,12 +110,12 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "celery.worker.consumer.consumer:Consumer.create_task_handler": (
         "292c5a681f10ade7",
-        "qos.QoS.ack (Celery acks on the event loop, via call_soon); worker/consumer.py (wraps the handler: "
+        "qos.QoS.ack (Celery acks on the event loop, via call_soon); worker/celery_ext/consumer.py (wraps the handler: "
         "which errors Celery catches itself)",
     ),
     "celery.worker.consumer.consumer:Consumer.start": (
         "53bd1abe3456722d",
-        "worker/consumer.py Consumer.start (wraps: a NOPERM raised out of it, not a connection error Celery "
+        "worker/celery_ext/consumer.py Consumer.start (wraps: a NOPERM raised out of it, not a connection error Celery "
         "retries, stops the worker as MissingRedisGrant)",
     ),
     "celery.worker.consumer.gossip:Gossip.get_consumers": (
@@ -224,7 +224,7 @@ PINNED: dict[str, tuple[str, str]] = {
     "celery.worker.strategy:default": ("7d90575ada5eb1dc", "strategy.strategy (wraps Celery's default strategy)"),
     "celery.app.trace:build_tracer": (
         "b2945aec38e1872e",
-        "batch_job.run_batch and result_backend (Reject out of mark_as_done); worker/request.py "
+        "batch_job.run_batch and result_backend (Reject out of mark_as_done); worker/celery_ext/request.py "
         "GuardedTask.before_start (called inside the tracer's try: its InvalidInput is the task's FAILURE)",
     ),
     "celery.worker.request:Request.on_failure": (
@@ -266,19 +266,19 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "celery.worker.consumer.consumer:Consumer.on_send_event_buffered": (
         "0429cadc8bf9dc54",
-        "worker/task_events.py (replaced by a timer)",
+        "worker/celery_ext/task_events.py (replaced by a timer)",
     ),
     "celery.worker.consumer.events:Events.start": (
         "5dafa048a5f8bb39",
-        "worker/task_events.py (the dispatcher it builds, its on_send_buffered hook)",
+        "worker/celery_ext/task_events.py (the dispatcher it builds, its on_send_buffered hook)",
     ),
     "celery.events.dispatcher:EventDispatcher.send": (
         "eb70b87b4c68ed01",
-        "worker/task_events.py (buffer_limit, on_send_buffered)",
+        "worker/celery_ext/task_events.py (buffer_limit, on_send_buffered)",
     ),
     "celery.events.dispatcher:EventDispatcher.flush": (
         "4e9a6b4ec6a95ddb",
-        "worker/task_events.py (publishes a buffer as one task.multi)",
+        "worker/celery_ext/task_events.py (publishes a buffer as one task.multi)",
     ),
     "kombu.transport.redis:SentinelChannel._sentinel_managed_pool": (
         "bde54a2d6e93ac13",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from inference_tasks.worker import context
+from inference_tasks.worker.lifecycle import context
 
 
 def test_start_builds_a_fresh_context_that_current_returns() -> None:

@@ -183,7 +183,7 @@ def test_a_child_runs_at_most_its_task_limit_even_when_its_tasks_come_in_a_micro
     child process runs more than 5."""
     worker = start_worker(concurrency=1, include="tests.worker_probes", max_tasks_per_child=5)
     redis = redis_client(worker.redis_url)
-    # A first embed opens the batcher's extra unit of the prefetch window (batching/batcher.py), so tasks
+    # A first embed opens the batcher's extra unit of the prefetch window (worker/batching/batcher.py), so tasks
     # are taken from the queue and held while the only child is busy.
     worker.app.send_task(EMBED_TASK, args=[["the first text"]]).get(timeout=RESULT_TIMEOUT_S)
     gate = f"gate:{uuid.uuid4()}"
@@ -301,7 +301,7 @@ def test_adaptive_threads_lend_idle_cores_and_take_them_back(start_worker):
     assert "adaptive threads: a child alone may use up to 2 threads" in worker.log()
 
 
-# Long: what it guards (worker/task_events.py's flush at shutdown) changes rarely.
+# Long: what it guards (worker/celery_ext/task_events.py's flush at shutdown) changes rarely.
 @pytest.mark.long
 def test_task_events_still_buffered_at_a_warm_shutdown_are_sent(start_worker):
     """Task events wait for the flush timer (here longer than the test); a warm shutdown sends them."""

@@ -10,7 +10,7 @@ import redis
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from inference_tasks.batching.strategy import CoalescedTask
+from inference_tasks.worker.batching.strategy import CoalescedTask
 from tests.support.waiting import poll_until
 
 # Memory the leak probe keeps alive in its child, as a real leak would.

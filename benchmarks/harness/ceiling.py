@@ -25,14 +25,14 @@ def start(
     global _model
     if cpus:
         os.sched_setaffinity(0, cpus)
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_thread_env(os.environ, pinned_threads)
     threads.set_offline_env(os.environ)
     import torch  # noqa: F401
 
-    from inference_tasks.defaults import DEFAULT_MICROBATCH_MAX_TOKENS
-    from inference_tasks.worker.models import ModelHolder
+    from inference_tasks.config.defaults import DEFAULT_MICROBATCH_MAX_TOKENS
+    from inference_tasks.worker.runtimes.models import ModelHolder
 
     threads.limit_loaded_pools(pinned_threads)
     holder = ModelHolder()

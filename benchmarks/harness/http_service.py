@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from inference_tasks.worker import threads
+from inference_tasks.worker.host import threads
 
 _threads = os.environ.get("BENCH_THREADS")
 if _threads:
@@ -24,8 +24,8 @@ import torch  # noqa: E402 - after the thread variables, which torch reads once 
 from fastapi import FastAPI  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from inference_tasks.defaults import DEFAULT_MODEL  # noqa: E402
-from inference_tasks.worker.models import ModelHolder  # noqa: E402
+from inference_tasks.config.defaults import DEFAULT_MODEL  # noqa: E402
+from inference_tasks.worker.runtimes.models import ModelHolder  # noqa: E402
 
 if _threads:
     threads.limit_loaded_pools(int(_threads))

@@ -1,4 +1,4 @@
-"""What the token-bounded passes (inference_tasks/worker/passes.py) are measured against: the padded tokens
+"""What the token-bounded passes (inference_tasks/worker/runtimes/passes.py) are measured against: the padded tokens
 a grouping computes, and sentence-transformers' own fixed-size grouping (benchmarks/token_batches.py)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.harness import ceiling
-from inference_tasks.defaults import DEFAULT_MODEL
+from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.routing import EMBED_TASK
 from tests.support import localstack
 
@@ -112,7 +112,7 @@ class InfinityTarget(HttpTarget):
     serving the same model files over HTTP, from its own venv (benchmarks/peers/setup_infinity.sh)."""
 
     def __init__(self, name: str, venv: Path, workdir: Path) -> None:
-        from inference_tasks.worker.embedders import resolve_model_path
+        from inference_tasks.worker.runtimes.loading import resolve_model_path
 
         self.name = name
         self.port = localstack.free_port()

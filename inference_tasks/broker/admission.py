@@ -18,7 +18,7 @@ from inference_tasks.broker.envelope import MalformedMessage, Screening, TooMany
 from inference_tasks.broker.limits import LIMIT_OPTIONS, ScreeningLimits, limits_from_options
 from inference_tasks.clients.durable import DURABLE_HEADER
 from inference_tasks.clients.keys import durable_claim_key, redelivery_key
-from inference_tasks.defaults import (
+from inference_tasks.config.defaults import (
     DEFAULT_DEAD_LETTER_MAX,
     DEFAULT_DEAD_LETTER_TTL_S,
     DEFAULT_DURABLE_CLAIM_TTL_S,
@@ -61,7 +61,7 @@ class Admission:
     max_argument_depth = DEFAULT_MAX_ARGUMENT_DEPTH
     max_message_items = DEFAULT_MAX_MESSAGE_ITEMS
     # A tracing worker (tracing.config) stamps each admitted message with when it was taken and when
-    # screening let it through; the child running the task makes spans of them (worker/task_traces.py).
+    # screening let it through; the child running the task makes spans of them (worker/lifecycle/task_traces.py).
     trace_stamps = False
     max_eta_s = DEFAULT_MAX_ETA_S
     accepted_tasks: tuple[str, ...] = PUBLIC_TASKS
@@ -174,7 +174,8 @@ class Admission:
             raise AdmissionDeferred(f"the refusal of task {refusal.task_id} could not be written")
 
     def dead_letter(self, refusal: Refusal) -> None:
-        """Log and dead-letter a message whose FAILURE is stored elsewhere (worker/request.py). Never raises."""
+        """Log and dead-letter a message whose FAILURE is stored elsewhere (worker/celery_ext/request.py).
+        Never raises."""
         try:
             with self.conn_or_acquire() as client:
                 dead_letter.record(client, refusal, self.dead_letter_policy())

@@ -1,7 +1,7 @@
 """Refusing one message: a log line, an entry in the dead-letter list, and FAILURE where its id is known.
 
 Two places refuse: screening in the transport (before Celery sees a message) and the consumer's
-guard (worker/consumer.py: anything that goes wrong while the main process handles a message that
+guard (worker/celery_ext/consumer.py: anything that goes wrong while the main process handles a message that
 passed screening). Both end here, so a refusal looks the same to producers and operators whatever
 step it came from.
 """

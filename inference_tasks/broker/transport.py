@@ -217,7 +217,7 @@ class Channel(kombu_redis.Channel, Admission):
         """Hand a screened message to its consumer; a failure there costs the message, not the worker.
 
         Delivery builds kombu's Message, writes the unacked record and runs the consumer's callback
-        (Celery's task handler, itself guarded: worker/consumer.py). Anything else that raises on the
+        (Celery's task handler, itself guarded: worker/celery_ext/consumer.py). Anything else that raises on the
         way, except a lost connection (kombu reconnects; the record returns the message), is the
         message's: it is refused like a malformed one, and its unacked record, if written, removed.
         """

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from inference_tasks.config_checks import sentinel_addresses
+from inference_tasks.config.checks import sentinel_addresses
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings

@@ -46,7 +46,7 @@ def classifier_key(name: str, suffix: str) -> str:
 
 
 def corpus_page_key(job_id: str, page: int | str) -> str:
-    """One page of an embed_corpus job's vectors (worker/training_tasks.py)."""
+    """One page of an embed_corpus job's vectors (worker/tasks/training.py)."""
     return f"{KEY_PREFIX}:corpus:{job_id}:{page}"
 
 

@@ -46,8 +46,8 @@ class QueueSnapshot:
 def fleet_queues(settings: Settings) -> tuple[str, ...]:
     """inference, training, and the queue of every model in the catalogue (INFERENCE_MODELS_FILE);
     the first two alone while the catalogue cannot be read."""
-    from inference_tasks.catalogue import watched_queues
-    from inference_tasks.config_checks import ConfigError
+    from inference_tasks.config.catalogue import watched_queues
+    from inference_tasks.config.checks import ConfigError
 
     try:
         return watched_queues(settings.catalogue, QUEUES)

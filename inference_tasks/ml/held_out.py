@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from inference_tasks.worker.calibration import corpus_texts
+from inference_tasks.worker.tasks.calibration import corpus_texts
 
 OTHER_REGISTERS = (
     "Order 48213 shipped on 2026-11-30 via DHL, tracking JD014600003828.",

@@ -1,7 +1,7 @@
 """Fitting a classifier head on embeddings: the split, the softmax regression and its accuracy.
 
 Pure numeric code (numpy; torch imported on use), run by the trainer's task
-(worker/training_tasks.py) and usable without a worker.
+(worker/tasks/training.py) and usable without a worker.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
     """The Settings serving INFERENCE_MODEL (or --model), its catalogue checked, and the environment that
     selects it; a bad catalogue or alias is a clear error, not a traceback."""
     from inference_tasks.config import load_settings
-    from inference_tasks.config_checks import ConfigError
+    from inference_tasks.config.checks import ConfigError
 
     environment = {"INFERENCE_MODEL": model} if model else {}
     settings = load_settings({**os.environ, **environment})
@@ -166,7 +166,7 @@ def export_model(backend: str, model: str | None, precision: str, force: bool) -
     """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
     INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
     from inference_tasks.ops.export import export_openvino, export_openvino_int8
-    from inference_tasks.worker.openvino_model import runtime_missing
+    from inference_tasks.worker.runtimes.openvino_model import runtime_missing
 
     if problem := runtime_missing():
         raise click.ClickException(problem)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inference_tasks.config import Settings
-from inference_tasks.defaults import ENV_PREFIX
+from inference_tasks.config.defaults import ENV_PREFIX
 from inference_tasks.ops.precision_report import precision_finding
 
 OK = "OK"
@@ -190,12 +190,12 @@ def check_model(settings: Settings) -> Check:
     """Load the configured model here, offline, and encode one sentence (seconds: imports torch)."""
     import os
 
-    from inference_tasks.worker import threads
+    from inference_tasks.worker.host import threads
 
     threads.set_offline_env(os.environ)
     started = time.perf_counter()
     try:
-        from inference_tasks.worker.embedders import make_embedder
+        from inference_tasks.worker.runtimes.loading import make_embedder
 
         model, backend = settings.served_model.source, settings.model_backend
         embedder = make_embedder(model, "cpu", backend, settings.model_cache_dir, settings.openvino_precision)
@@ -212,7 +212,7 @@ def check_model(settings: Settings) -> Check:
 
 def ask_workers(app: Any, timeout: float) -> dict[str, dict[str, Any]]:
     """One broadcast; every live worker's main process answers within `timeout` seconds."""
-    from inference_tasks.worker.control import COMMAND
+    from inference_tasks.worker.lifecycle.control import COMMAND
 
     replies = app.control.broadcast(COMMAND, reply=True, timeout=timeout) or []
     merged: dict[str, dict[str, Any]] = {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.worker.openvino_model import (
+from inference_tasks.worker.runtimes.openvino_model import (
     FRAMEWORK_WEIGHTS,
     IR_FILE,
     MANIFEST_FILE,
@@ -45,8 +45,8 @@ class Export:
 
 def export_openvino(settings: Settings, force: bool = False) -> Export:
     """The OpenVINO export of the served model (INFERENCE_MODEL) under settings.model_cache_dir, made if missing."""
-    from inference_tasks.worker.embedders import resolve_model_path
-    from inference_tasks.worker.threads import set_offline_env
+    from inference_tasks.worker.host.threads import set_offline_env
+    from inference_tasks.worker.runtimes.loading import resolve_model_path
 
     model = settings.served_model.source
     source = resolve_model_path(model)
@@ -97,7 +97,7 @@ def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
     int8 rescales per batch). Deterministic: the same corpus in the same order gives the same scales.
     `force` redoes the quantization only.
     """
-    from inference_tasks.worker.embedders import resolve_model_path
+    from inference_tasks.worker.runtimes.loading import resolve_model_path
 
     base = export_openvino(settings)
     model = settings.served_model.source
@@ -134,8 +134,8 @@ def _quantize(export: Path, ir_file: Path) -> dict[str, Any]:
     import openvino
     from transformers import AutoTokenizer
 
-    from inference_tasks.worker.calibration import corpus_digest, corpus_texts
-    from inference_tasks.worker.openvino_model import pipeline_config
+    from inference_tasks.worker.runtimes.openvino_model import pipeline_config
+    from inference_tasks.worker.tasks.calibration import corpus_digest, corpus_texts
 
     core = openvino.Core()
     model = core.read_model(export / IR_FILE)

@@ -1,5 +1,5 @@
 """`export-model --backend openvino` (precision auto): time every precision this CPU can run, gate each
-against torch, and record the fastest that passes beside the export (worker/precision_choice.py).
+against torch, and record the fastest that passes beside the export (worker/runtimes/precision_choice.py).
 
 Each candidate (f32; bf16 where the CPU has bf16 units; the NNCF int8 export) is compiled with one
 inference thread, as a worker's child runs it, and timed on 64-text batches and on single sentences,
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inference_tasks.ml.held_out import held_out_texts, sentences
-from inference_tasks.worker.precision_choice import has_bf16, host_cpu, write_record
+from inference_tasks.worker.runtimes.precision_choice import has_bf16, host_cpu, write_record
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
@@ -35,7 +35,7 @@ def candidates_for(cpu: dict[str, Any]) -> list[str]:
 
 def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds: int = ROUNDS) -> dict[str, Any]:
     """Measure every candidate on this host, write the record beside `base`, and return it."""
-    from inference_tasks.worker.openvino_model import OpenVinoEmbedder
+    from inference_tasks.worker.runtimes.openvino_model import OpenVinoEmbedder
 
     cpu = host_cpu()
     names = candidates_for(cpu)
@@ -106,8 +106,8 @@ def measure_and_report(settings: Settings, base: Path, int8: Path, force: bool) 
     record exists (`--force`); print each candidate's figures."""
     import click
 
-    from inference_tasks.worker.embedders import resolve_model_path
-    from inference_tasks.worker.precision_choice import read_record
+    from inference_tasks.worker.runtimes.loading import resolve_model_path
+    from inference_tasks.worker.runtimes.precision_choice import read_record
 
     record = read_record(base)
     if record is None or force:

@@ -102,8 +102,8 @@ class InferenceCollector(Collector):
 
     def _model_of(self, queue: str) -> str:
         """The alias of the model whose tasks `queue` holds; "" for training or an unreadable catalogue."""
-        from inference_tasks.catalogue import model_of_queue
-        from inference_tasks.config_checks import ConfigError
+        from inference_tasks.config.catalogue import model_of_queue
+        from inference_tasks.config.checks import ConfigError
 
         try:
             return model_of_queue(queue, self.app.settings.catalogue) or ""

@@ -1,6 +1,6 @@
 """`inference-tasks probe --live|--ready`: an exec probe for Kubernetes and systemd, local to the host.
 
-Reads the state each worker's main process rewrites every second (worker/probe_state.py) in
+Reads the state each worker's main process rewrites every second (worker/lifecycle/probe_state.py) in
 INFERENCE_PROBE_DIR; never broadcasts, never imports the model. Live: every worker found there has
 rewritten its state within `max_age_s` (its event loop turns), or is reconnecting to Redis within
 its grace. Ready: live, the model loaded and at least one child warmed up, and Redis answers a PING

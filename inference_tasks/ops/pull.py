@@ -21,7 +21,7 @@ OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 def reference_of(name: str, revision: str | None, environ: dict[str, str]) -> str:
     """The hub reference `<id>[@<revision>]` that `name` (a catalogue alias or a hub id) stands for."""
     from inference_tasks.config import load_settings
-    from inference_tasks.config_checks import ConfigError
+    from inference_tasks.config.checks import ConfigError
 
     try:
         catalogue = load_settings(environ).catalogue

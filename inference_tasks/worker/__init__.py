@@ -1,4 +1,7 @@
-"""The worker process: lifecycle hooks, thread pinning, the model holder, the prefork pool, recycling and
-remote control. Imported only by a process running this project's worker (app.TASK_MODULES pulls
-in worker.signals); producers, Flower and the CLI never import it.
+"""The worker process, in layers (each imports only the layers above it in this list; tests/test_layout.py
+holds the order): host/ (what the machine offers: cores, threads, GPUs), runtimes/ (the models and the
+libraries that run them), lifecycle/ (the worker context, signal hooks, recycling, remote control),
+celery_ext/ (our extensions of Celery's pool, request and consumer), batching/ (micro-batching) and
+tasks/ (the public tasks). Imported only by a process running this project's worker
+(app.TASK_MODULES pulls in worker.lifecycle.signals); producers, Flower and the CLI never import it.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference_tasks.worker.control import COMMAND
+from inference_tasks.worker.lifecycle.control import COMMAND
 from tests.support.waiting import wait_until
 
 BROADCAST_TIMEOUT_S = 5.0

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from inference_tasks.routing import PUBLIC_TASKS
 from tests.support.wire import task_message
 
-# Past the worker's screening bounds (defaults.py): characters of a text, texts of a request, depth.
+# Past the worker's screening bounds (config/defaults.py): characters of a text, texts of a request, depth.
 LONG_TEXT_CHARS = 20_001
 MANY_TEXTS = 257
 DEEP = 40

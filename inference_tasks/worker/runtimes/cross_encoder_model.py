@@ -1,0 +1,68 @@
+"""A cross-encoder (catalogue kind "cross-encoder"): sentence-transformers' CrossEncoder loaded from a local
+directory, run by torch, scoring (query, document) pairs for inference.rerank.
+
+A cross-encoder reads the query and a document together, so it ranks better than comparing two
+separately computed vectors, at the price of one forward pass per pair. It serves rerank only; the
+other tasks fail with the reason. Loaded like an embedding model (in the main process, never run
+there; warmed up in each child), with sentence-transformers' own activation (a sigmoid for a
+one-label model such as ms-marco-MiniLM-L-6-v2), so scores equal CrossEncoder.predict's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from inference_tasks.config.catalogue import CROSS_ENCODER_KIND
+from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class CrossEncoderScorer(TorchModelFacts):
+    """The Embedder interface where it applies (name, device, tokens, placement); `score_pairs`, not `encode`."""
+
+    kind = CROSS_ENCODER_KIND
+
+    def __init__(self, name: str, path: Path, device: str) -> None:
+        from sentence_transformers import CrossEncoder
+
+        super().__init__(name, device)  # pairs go in passes of batch_size (no token bound)
+        self.dim = 0  # no vectors
+        self._model = CrossEncoder(str(path), device=device, local_files_only=True)
+        if self._model.num_labels != 1:
+            raise ValueError(
+                f"{path} is a cross-encoder with {self._model.num_labels} labels; reranking needs one relevance score"
+            )
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        scores = self._model.predict(
+            list(pairs),
+            batch_size=self.batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return scores if scores.dtype.name == "float32" else scores.astype("float32")
+
+    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
+        raise TypeError(f"{self.name} is a cross-encoder: it scores (query, document) pairs and makes no vectors")
+
+    @property
+    def max_tokens(self) -> int | None:
+        return int(self._model.max_length) if self._model.max_length else None
+
+    def pair_token_counts(self, query: str, documents: Sequence[str]) -> list[int]:
+        """Word pieces of each (query, document) pair as the model reads it, before truncation."""
+        encoded = self._model.tokenizer(
+            [query.strip()] * len(documents), [document.strip() for document in documents],
+            truncation=False, return_attention_mask=False, return_token_type_ids=False, verbose=False,
+        )  # fmt: skip
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        raise NotImplementedError("a cross-encoder makes no vectors to chunk")
+
+    def limit_length(self, tokens: int) -> None:
+        self._model.max_length = tokens

@@ -1,0 +1,243 @@
+"""The one per-process model holder: load and warm up at start, place on a device, hand out to tasks,
+fail loudly if absent."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND
+from inference_tasks.tracing.spans import span
+from inference_tasks.worker.runtimes.loading import make_embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from inference_tasks.config import Settings
+    from inference_tasks.worker.runtimes.interface import Embedder
+    from inference_tasks.worker.runtimes.sparse_model import SparseEncoderModel, SparseRow
+
+logger = logging.getLogger(__name__)
+
+WARMUP_TEXTS = ("warm-up", "The first batch pays for lazy initialisation; no request should.")
+# Zero-shot label sets repeat from task to task; their embeddings are kept per child.
+LABEL_CACHE_SIZE = 4096
+LOAD_PRELOADED = "preloaded"
+LOAD_IN_CHILD = "in-child"
+
+
+@dataclass(frozen=True)
+class PreEncoded:
+    """A task's texts as encoded with its batch-mates' (micro-batching), waiting for the task to run:
+    vectors (an embedding model), scores against `query` (a cross-encoder) or a list of SparseRow (a
+    sparse encoder); `started_at` (Unix time)
+    when the shared pass began and `seconds` this task's share of it, by its number of texts (usage)."""
+
+    texts: list[str]
+    normalize: bool
+    vectors: Any
+    query: str | None = None
+    started_at: float = 0.0
+    seconds: float = 0.0
+    # The shared pass's span context when tracing (task_traces.py): the task's span links to it.
+    trace_link: Any = None
+
+
+class ModelNotLoadedError(RuntimeError):
+    """Raised by every task in a process whose model failed to load (or was never loaded)."""
+
+
+@dataclass
+class ModelHolder:
+    """This process's model, how it was loaded, and what tasks derive from it (label vectors, heads).
+
+    Filled by worker hooks only; what the process has done (tasks, batches, its pool slot) is
+    bookkeeping and lives in child.py.
+    """
+
+    embedder: Embedder | None = None
+    error: str | None = None
+    # LOAD_PRELOADED: loaded by the worker's main process before forking (children share its
+    # pages copy-on-write); LOAD_IN_CHILD: loaded by each child after fork.
+    load_mode: str | None = None
+    load_seconds: float | None = None
+    warmup_seconds: float | None = None
+    # Micro-batching (worker/batching/batch_job.py): while a batch job runs its tasks, the vectors of
+    # their texts, encoded together, by task id.
+    pre_encoded: dict[str, PreEncoded] = field(default_factory=dict)
+    # Trained classifier heads used by this process, by name (tasks.current_head keeps it fresh).
+    heads: dict[str, Any] = field(default_factory=dict)
+    # The micro-batch share behind the last encode_for/score_for, None if that call encoded itself.
+    shared: PreEncoded | None = None
+    # Quantization ranges by (normalize, dimensions), from the model's calibration vectors (calibration.py).
+    calibration: dict[Any, Any] = field(default_factory=dict)
+    _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+
+    def load(
+        self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
+        cache: Path | None = None, precision: str = "auto", max_seq_length: int | None = None,
+        kind: str = EMBEDDING_KIND,
+    ) -> None:  # fmt: skip
+        """Load the model without running it; on failure remember why instead of raising.
+
+        Celery swallows exceptions raised in signal handlers, so raising here would leave a
+        child that looks healthy. Keeping the reason lets every task fail with it.
+        """
+        started = time.perf_counter()
+        try:
+            embedder = make_embedder(model, device, backend, cache, precision, kind)
+            if max_seq_length is not None:
+                embedder.limit_length(max_seq_length)
+        except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
+            self._fail(model, exc)
+            return
+        self.load_seconds = time.perf_counter() - started
+        self.load_mode = mode
+        self.set(embedder)
+        logger.info("model %s loaded in %.2f s (%s)", model, self.load_seconds, mode)
+
+    def warm_up(self) -> None:
+        """Run a first tiny batch, so lazy initialisation is paid here and not by a request.
+
+        Only ever called in the process that serves tasks: a forward pass in the worker's main
+        process would leave libgomp state that deadlocks the children forked after it.
+        """
+        if self.embedder is None:
+            return
+        started = time.perf_counter()
+        try:
+            if self.embedder.kind == CROSS_ENCODER_KIND:
+                self.embedder.score_pairs([(WARMUP_TEXTS[0], text) for text in WARMUP_TEXTS])
+            elif self.embedder.kind == SPARSE_KIND:
+                cast("SparseEncoderModel", self.embedder).encode_sparse(WARMUP_TEXTS)
+            else:
+                vectors = self.embedder.encode(WARMUP_TEXTS, normalize=True)
+                self.embedder.dim = self.embedder.dim or int(vectors.shape[1])
+        except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
+            self._fail(self.embedder.name, exc)
+            return
+        self.warmup_seconds = time.perf_counter() - started
+
+    def _fail(self, model: str, exc: Exception) -> None:
+        self.embedder = None
+        self.error = f"{type(exc).__name__}: {exc}"
+        logger.exception("model %r failed to load; every task in this process will fail", model)
+
+    def set(self, embedder: Embedder) -> None:
+        """Install a ready model (used by load, and by unit tests with a fake one)."""
+        self.embedder = embedder
+        self.error = None
+        self._label_cache.clear()
+        self.calibration.clear()
+
+    def get(self) -> Embedder:
+        """The loaded model, or ModelNotLoadedError carrying the reason."""
+        if self.embedder is None:
+            reason = self.error or "this process has not loaded a model (is it a worker process?)"
+            raise ModelNotLoadedError(f"model not loaded: {reason}")
+        return self.embedder
+
+    def encode_for(self, task_id: str | None, texts: list[str], normalize: bool) -> np.ndarray:
+        """The task's vectors: encoded already with its micro-batch if so, else encoded now.
+        `shared` then holds the micro-batch's share (its timing feeds usage), else None."""
+        embedder = self.get()
+        pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        if pre is not None and pre.query is None and pre.normalize == normalize and pre.texts == texts:
+            self.shared = pre
+            return pre.vectors
+        self.shared = None
+        with span("forward pass", **{"inference.texts": len(texts)}):
+            return embedder.encode(texts, normalize=normalize)
+
+    def score_for(self, task_id: str | None, query: str, documents: list[str]) -> np.ndarray:
+        """A cross-encoder's score of each (query, document) pair: scored with the micro-batch if so."""
+        scorer = self.get()
+        pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        if pre is not None and pre.query == query and pre.texts == documents:
+            self.shared = pre
+            return pre.vectors
+        self.shared = None
+        with span("forward pass", **{"inference.texts": len(documents)}):
+            return scorer.score_pairs([(query, document) for document in documents])
+
+    def sparse_for(self, task_id: str | None, texts: list[str]) -> list[SparseRow]:
+        """A sparse encoder's rows for the task's texts: encoded with the micro-batch if so."""
+        encoder = cast("SparseEncoderModel", self.get())
+        pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        if pre is not None and pre.query is None and pre.texts == texts:
+            self.shared = pre
+            return cast("list[SparseRow]", pre.vectors)
+        self.shared = None
+        with span("forward pass", **{"inference.texts": len(texts)}):
+            return encoder.encode_sparse(texts)
+
+    def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
+        """Unit-norm embeddings of `labels`, encoding only those not seen recently."""
+        import numpy as np
+
+        embedder = self.get()
+        missing = [label for label in dict.fromkeys(labels) if label not in self._label_cache]
+        if missing:
+            for label, vector in zip(missing, embedder.encode(missing, normalize=True), strict=True):
+                self._label_cache[label] = vector
+        for label in labels:
+            self._label_cache.move_to_end(label)
+        while len(self._label_cache) > LABEL_CACHE_SIZE:
+            self._label_cache.popitem(last=False)
+        return np.stack([self._label_cache[label] for label in labels])
+
+
+def place_model(holder: ModelHolder, settings: Settings, pool_slot: int | None, threads: int | None = None) -> None:
+    """In a child (or a solo worker): load the model, or move the main process's CPU copy, onto
+    this process's device, with that device's encode batch size. An OpenVINO model is compiled here,
+    after the fork, for `threads` inference threads (None: OpenVINO's default, every core).
+
+    A child that finds no GPU keeps no model and records why, so every task fails with the
+    reason (Celery swallows exceptions raised in worker hooks).
+    """
+    from inference_tasks.devices import CPU, CUDA, NoGpu, choose_device
+    from inference_tasks.worker.host.gpu import visible_gpu_count
+
+    try:
+        gpus = visible_gpu_count() if settings.device != CPU else 0
+        device = choose_device(settings.device, pool_slot, gpus)
+    except NoGpu as error:
+        holder.embedder, holder.error = None, str(error)
+        logger.error("%s; every task in this process will fail", error)
+        return
+    if holder.embedder is None:
+        holder.load(
+            settings.served_model.source, device, LOAD_IN_CHILD, settings.model_backend,
+            settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
+            settings.served_model.kind,
+        )  # fmt: skip
+        if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
+            holder.embedder.place(device, settings.cuda_dtype)
+    elif holder.embedder.device != device:
+        holder.embedder.place(device, settings.cuda_dtype)
+    if holder.embedder is None:
+        return
+    try:
+        holder.embedder.compile(threads)
+    except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
+        holder._fail(settings.served_model.source, exc)
+        return
+    on_gpu = device.startswith(CUDA)
+    holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
+    # The token bound is sized for a CPU child's passes; a GPU child's passes are as many times
+    # larger as its batch size is (a GPU is fast only on big passes).
+    scale = settings.encode_batch_size_cuda / settings.encode_batch_size_cpu if on_gpu else 1
+    holder.embedder.max_pass_tokens = int(settings.microbatch_max_tokens * max(1.0, scale)) or None
+    embedder = holder.embedder
+    logger.info(
+        "model on %s, %s backend, %s precision (encode batch size %d)",
+        device,
+        embedder.backend,
+        embedder.precision,
+        embedder.batch_size,
+    )

@@ -1,0 +1,262 @@
+"""The model on OpenVINO (INFERENCE_BACKEND=openvino): the same sentence-transformers model, exported once
+to OpenVINO IR, tokenized and pooled exactly as sentence-transformers does, run by OpenVINO's CPU
+plugin with one inference thread and one stream per child.
+
+Why not `SentenceTransformer(..., backend="openvino")`: that path goes through optimum-intel, which
+requires torchvision, and PyPI's torchvision does not import beside the CPU torch this project pins
+(it broke `transformers` imports). OpenVINO's runtime alone (one wheel) runs the exported encoder;
+the rest of sentence-transformers' pipeline for this kind of model is small and reproduced here:
+strip, tokenize (the model's own tokenizer, its max_seq_length), the encoder, the pooling its
+1_Pooling config names (mean, CLS or max), and L2 normalisation when the model has a Normalize
+module or the caller asks. The export directory has sentence-transformers' own layout
+(`openvino/openvino_model.xml` beside the tokenizer and configs), so it also loads with
+sentence-transformers' backend="openvino" where optimum-intel is installed.
+
+Fork safety: the worker's main process only reads the IR (XML parsed, weights memory-mapped) and
+loads the tokenizer; each child compiles the model after the fork (creating OpenVINO's thread pool
+there) and warms it up. tests/test_openvino.py checks that a forked child's first vectors equal a
+fresh process's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from inference_tasks.worker.runtimes import tokens
+from inference_tasks.worker.runtimes.interface import EmbeddingModel
+from inference_tasks.worker.runtimes.passes import encode_in_passes
+
+if TYPE_CHECKING:
+    import numpy as np
+
+IR_FILE = "openvino/openvino_model.xml"
+MANIFEST_FILE = "inference_tasks_export.json"
+# Files of a model directory the export leaves out: the framework weights (the IR carries its own).
+FRAMEWORK_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "onnx")
+NORMALIZE_MODULE = "sentence_transformers.models.Normalize"
+POOLING_MODULE = "sentence_transformers.models.Pooling"
+POOLING_KEYS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens"}
+# OpenVINO's CPU plugin: one stream, latency first; threads come from the child's budget. CPU
+# pinning off: each process pins its threads from the first core of its affinity mask, so every
+# one-thread child landed on the same core, at about half the speed (docs/benchmarks.md, "Figures
+# behind the code"). The kernel spreads one thread per child across cores by itself.
+BASE_CONFIG = {"NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
+
+
+class MissingExport(FileNotFoundError):
+    """INFERENCE_BACKEND=openvino but the model has not been exported (or the export is incomplete)."""
+
+
+def source_fingerprint(source: Path) -> str:
+    """A short hash of the model directory's configuration and weight files (names and sizes): a new
+    model version, at the same path or not, gets its own export."""
+    digest = hashlib.sha256()
+    config = source / "config.json"
+    digest.update(config.read_bytes() if config.is_file() else b"")
+    for pattern in FRAMEWORK_WEIGHTS:
+        for path in sorted(source.glob(pattern)):
+            if path.is_file():
+                digest.update(f"{path.name}:{path.stat().st_size}".encode())
+    return digest.hexdigest()[:12]
+
+
+def export_path(model: str, source: Path, cache: Path) -> Path:
+    """Where the OpenVINO export of `model` (read from `source`) lives under the model cache."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(model).name).strip("-") or "model"
+    return cache / "openvino" / f"{name}-{source_fingerprint(source)}"
+
+
+# INFERENCE_OPENVINO_PRECISION=int8 serves a second export beside the first: the same IR quantized
+# by NNCF (ops/export.py), in the directory of the full-precision export plus this suffix.
+INT8 = "int8"
+INT8_SUFFIX = "-int8"
+
+
+def int8_export_path(model: str, source: Path, cache: Path) -> Path:
+    base = export_path(model, source, cache)
+    return base.with_name(base.name + INT8_SUFFIX)
+
+
+def served_export_path(model: str, source: Path, cache: Path, precision: str) -> Path:
+    """The export a worker with INFERENCE_OPENVINO_PRECISION=`precision` reads."""
+    return int8_export_path(model, source, cache) if precision == INT8 else export_path(model, source, cache)
+
+
+def is_exported(path: Path) -> bool:
+    """Complete exports only: the manifest is written last, after the IR."""
+    return (path / IR_FILE).is_file() and (path / MANIFEST_FILE).is_file()
+
+
+INSTALL_HINT = "pip install 'inference-tasks[openvino]' (scripts/setup.sh installs it, from the lock)"
+
+
+def runtime_missing() -> str | None:
+    """Why OpenVINO cannot run in this environment (its package is an extra), or None."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError as error:
+        return f"INFERENCE_BACKEND=openvino but OpenVINO is not installed ({error}): {INSTALL_HINT}"
+    return None
+
+
+def missing_export_message(model: str, path: Path, precision: str = "auto") -> str:
+    if precision == INT8:
+        return (
+            f"INFERENCE_OPENVINO_PRECISION=int8 but {model!r} has no int8 export at {path}: run "
+            "`inference-tasks export-model --backend openvino --precision int8` once (offline, ~30 s) with the "
+            "same INFERENCE_MODEL and INFERENCE_MODEL_CACHE"
+        )
+    return (
+        f"INFERENCE_BACKEND=openvino but {model!r} has no OpenVINO export at {path}: run "
+        "`inference-tasks export-model --backend openvino` once (offline, ~10 s) with the same INFERENCE_MODEL "
+        "and INFERENCE_MODEL_CACHE, or `INFERENCE_BACKEND=openvino bash scripts/setup.sh`"
+    )
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else default
+
+
+def pipeline_config(path: Path) -> dict[str, Any]:
+    """What sentence-transformers would do around the encoder, read from the model's own files."""
+    modules = _read_json(path / "modules.json", [])
+    kinds = {module.get("type") for module in modules}
+    pooling_dir = next((module["path"] for module in modules if module.get("type") == POOLING_MODULE), "1_Pooling")
+    pooling = _read_json(path / pooling_dir / "config.json", {})
+    switched_on = [key for key, value in pooling.items() if key.startswith("pooling_mode") and value is True]
+    modes = [mode for mode, key in POOLING_KEYS.items() if key in switched_on]
+    if len(switched_on) != 1 or not modes:
+        raise ValueError(f"the OpenVINO backend supports one of mean, CLS or max pooling; {path} asks for {pooling}")
+    settings = _read_json(path / "sentence_bert_config.json", {})
+    return {
+        "pooling": modes[0],
+        "dim": int(pooling.get("word_embedding_dimension") or 0),
+        "normalize": NORMALIZE_MODULE in kinds,
+        "max_seq_length": settings.get("max_seq_length"),
+        "do_lower_case": bool(settings.get("do_lower_case", False)),
+    }
+
+
+class OpenVinoEmbedder(EmbeddingModel):
+    """An exported sentence-transformers model on OpenVINO's CPU plugin. Compiled per process."""
+
+    backend = "openvino"
+
+    def __init__(self, name: str, path: Path, precision: str = "auto") -> None:
+        if not is_exported(path):
+            raise MissingExport(missing_export_message(name, path, precision))
+        import openvino
+
+        from inference_tasks.worker.runtimes.json_tokenizer import load_tokenizer
+
+        self.name = name
+        self.path = path
+        self.device = "cpu"
+        self.batch_size = 32
+        self.max_pass_tokens: int | None = None
+        self.precision_setting = precision
+        # Which precision is served and why (worker/runtimes/precision_choice.py), set by make_embedder.
+        self.precision_choice: dict[str, str] | None = None
+        # Set by compile(): the precision OpenVINO chose (bf16/f32) and its inference threads.
+        self.precision: str | None = None
+        self.threads: int | None = None
+        pipeline = pipeline_config(path)
+        self.dim = pipeline["dim"]
+        self._pooling = pipeline["pooling"]
+        self._always_normalize = pipeline["normalize"]
+        self._lower_case = pipeline["do_lower_case"]
+        self._tokenizer = load_tokenizer(path)
+        self._max_length = pipeline["max_seq_length"] or self._tokenizer.model_max_length
+        self._core = openvino.Core()
+        # Parsed, weights memory-mapped; nothing compiled and no thread pool yet (safe before fork).
+        self._model = self._core.read_model(path / IR_FILE)
+        self._inputs = [port.get_any_name() for port in self._model.inputs]
+        self._request: Any = None
+
+    def limit_length(self, tokens: int) -> None:
+        self._max_length = tokens
+
+    @property
+    def max_tokens(self) -> int | None:
+        return int(self._max_length) if self._max_length else None
+
+    def _cleaned(self, text: str) -> str:
+        return text.strip().lower() if self._lower_case else text.strip()
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return tokens.token_counts(self._tokenizer, [self._cleaned(text) for text in texts])
+
+    def special_tokens(self) -> int:
+        return tokens.special_tokens(self._tokenizer)
+
+    def prefix_tokens(self, prefix: str) -> int:
+        return tokens.prefix_tokens(self._tokenizer, self._cleaned(prefix))
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        # The original text: spans must index it (a tokenizer's own lower-casing keeps offsets).
+        return tokens.token_spans(self._tokenizer, text)
+
+    def compile(self, threads: int | None) -> None:
+        """Compile for this process with `threads` inference threads (None: OpenVINO's default)."""
+        config: dict[str, Any] = dict(BASE_CONFIG)
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        if self.precision_setting in ("f32", "bf16"):
+            config["INFERENCE_PRECISION_HINT"] = self.precision_setting
+        compiled = self._core.compile_model(self._model, "CPU", config)
+        # int8: the quantized IR computes its matrix products in int8 (the runtime's choice, bf16 or
+        # f32, elsewhere); reported as int8, what operators asked for and what changes its vectors.
+        hint = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+        self.precision = INT8 if self.precision_setting == INT8 else hint
+        self.threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
+        self._request = compiled.create_infer_request()
+
+    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
+        """Vectors in input order; texts are encoded longest first in batches, as sentence-transformers does."""
+        import numpy as np
+
+        if self._request is None:
+            self.compile(None)
+        if self.max_pass_tokens is not None and len(texts) > 1:
+            passed = encode_in_passes(self, list(texts), self._encode_batch)
+            if normalize or self._always_normalize:
+                passed /= np.clip(np.linalg.norm(passed, axis=1, keepdims=True), 1e-12, None)
+            return passed
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        vectors = np.empty((len(texts), self.dim or 0), dtype=np.float32) if self.dim else None
+        chunks = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            chunks.append((chunk, self._encode_batch([texts[i] for i in chunk])))
+        if vectors is None:
+            self.dim = int(chunks[0][1].shape[1])
+            vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        for chunk, batch in chunks:
+            vectors[chunk] = batch
+        if normalize or self._always_normalize:
+            vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        return vectors
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        cleaned = [text.strip().lower() if self._lower_case else text.strip() for text in texts]
+        tokens = self._tokenizer(
+            cleaned, padding=True, truncation="longest_first", max_length=self._max_length, return_tensors="np"
+        )
+        hidden = self._request.infer({name: tokens[name] for name in self._inputs})[0]
+        mask = tokens["attention_mask"][..., None].astype(np.float32)
+        if self._pooling == "cls":
+            return hidden[:, 0].astype(np.float32)
+        if self._pooling == "max":
+            return np.where(mask > 0, hidden, -1e9).max(axis=1).astype(np.float32)
+        return ((hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)).astype(np.float32)
+
+    def place(self, device: str, dtype: str = "float32") -> None:
+        if device != "cpu":
+            raise ValueError(f"the OpenVINO backend runs on the CPU only, not {device}")

@@ -1,0 +1,1 @@
+"""The public tasks (wire names `inference.*`, routing.py) and the steps they share."""

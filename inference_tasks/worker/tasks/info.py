@@ -1,0 +1,72 @@
+"""inference.worker_info: what the process that ran it is (model, runtime, threads, memory), for doctor,
+the exporter and operators; it runs in a child whose model failed to load too."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Task, shared_task
+
+from inference_tasks.routing import WORKER_INFO_TASK
+from inference_tasks.validation import reject_unknown
+from inference_tasks.worker.celery_ext.request import GuardedTask
+from inference_tasks.worker.host import gpu, threads
+from inference_tasks.worker.lifecycle.context import current
+from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS
+
+
+@shared_task(name=WORKER_INFO_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
+def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
+    """What the process that ran this task is: model, threads as the OS and libraries see them, RSS.
+
+    Works in a child whose model failed to load, so operators can see why.
+    """
+    reject_unknown(WORKER_INFO_TASK, unknown, ())
+    ctx = current()
+    record, holder = ctx.process, ctx.model
+    model = holder.embedder
+    parent_pid = os.getppid()
+    return {
+        "hostname": self.request.hostname,
+        "pid": os.getpid(),
+        "profile": record.profile,
+        "model": model.name if model else None,
+        "alias": self.app.settings.served_model.alias,
+        "model_error": holder.error,
+        "device": model.device if model else None,
+        "backend": model.backend if model else self.app.settings.backend,
+        "precision": model.precision if model else None,
+        "precision_choice": getattr(model, "precision_choice", None),
+        "runtime_threads": model.threads if model else None,
+        "encode_batch_size": getattr(model, "batch_size", None),
+        "gpu_memory": gpu.gpu_memory(model.device) if model else None,
+        "mps_active": gpu.mps_active(),
+        "dim": model.dim if model else None,
+        "model_load_mode": holder.load_mode,
+        "model_load_seconds": holder.load_seconds,
+        "warmup_seconds": holder.warmup_seconds,
+        "ready_seconds_after_fork": record.ready_seconds,
+        "recycle_after_tasks": record.task_limit,
+        "parent_import_seconds": record.import_seconds,
+        "loaded_runtimes": threads.loaded_runtimes(),
+        "thread_budget": record.threads,
+        "adaptive_threads": ctx.budget is not None,
+        # Whether this process exports OpenTelemetry traces (OTEL_* variables; worker/lifecycle/task_traces.py).
+        "tracing": ctx.traces is not None,
+        "tasks_served": record.tasks_served,
+        "jobs_done": record.jobs_done,
+        "microbatch": {
+            "max_texts": self.app.settings.microbatch_max_texts,
+            "wait_ms": self.app.settings.microbatch_wait_ms,
+            "batches_run": record.batches_run,
+            "batched_tasks": record.batched_tasks,
+            "largest_batch": record.largest_batch,
+        },
+        "rss_bytes": threads.rss_bytes(),
+        **threads.shared_memory_report(),
+        **threads.thread_report(),
+        "parent": {"pid": parent_pid, "os_threads": threads.os_thread_count(parent_pid)},
+        "redis_url": self.app.settings.redacted_redis_url,
+        "result_redis_url": self.app.settings.redacted_results_url,
+    }

@@ -1,0 +1,184 @@
+"""The retrieval tasks: rerank candidates for a query, and embed long documents in chunks.
+
+Both follow the request contract of inference.embed (model by alias, usage on the result, bad
+arguments failing with the argument named) and run on the model's inference queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from celery import Task, shared_task
+
+from inference_tasks.config.catalogue import CROSS_ENCODER_KIND
+from inference_tasks.request_options import document_prompt, encode_options, query_prompt
+from inference_tasks.routing import EMBED_CHUNKS_TASK, JSON_ENCODING, RERANK_TASK
+from inference_tasks.validation import (
+    InvalidInput,
+    check_count,
+    check_flag,
+    check_model,
+    check_text,
+    check_texts,
+    reject_unknown,
+)
+from inference_tasks.worker.batching.strategy import CoalescedTask
+from inference_tasks.worker.celery_ext.request import GuardedTask
+from inference_tasks.worker.lifecycle.context import current
+from inference_tasks.worker.runtimes.cross_encoder_model import CrossEncoderScorer
+from inference_tasks.worker.tasks import chunking
+from inference_tasks.worker.tasks.steps import (
+    EXPECTED_ERRORS,
+    embedding_model,
+    note_tokens,
+    read_tokens,
+    vectors_as_asked,
+)
+from inference_tasks.worker.tasks.usage import TaskClock, TokenCount, count_tokens
+
+BI_ENCODER = "bi-encoder"
+CROSS_ENCODER = "cross-encoder"
+RERANK_ARGUMENTS = ("query", "documents", "top_n", "return_documents", "model", "truncate")
+CHUNK_ARGUMENTS = (
+    "texts", "chunk_tokens", "overlap_tokens", "normalize", "encoding", "prompt_name", "prompt", "dimensions", "model",
+)  # fmt: skip
+DEFAULT_OVERLAP_TOKENS = 32
+
+
+@shared_task(name=RERANK_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
+def rerank(
+    self: Task, query: Any = None, documents: Any = None, top_n: Any = None, return_documents: Any = False, *,
+    model: Any = None, truncate: Any = True, **unknown: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Order `documents` by relevance to `query`: {"model", "alias", "method", "results": [{"index",
+    "score", "relevance_score" (the same number), "document"?}] best first (the first `top_n`), "usage"}.
+
+    A cross-encoder model (catalogue kind "cross-encoder") scores each (query, document) pair
+    ("method": "cross-encoder"); an embedding model compares vectors ("bi-encoder": the cosine of
+    the query's and the document's, with the model's query and passage prompts where it has them).
+    """
+    clock = TaskClock.start(self.request)
+    reject_unknown(RERANK_TASK, unknown, RERANK_ARGUMENTS)
+    settings = self.app.settings
+    alias = check_model(RERANK_TASK, model, settings)
+    query = check_text(RERANK_TASK, "query", query, settings)
+    documents = check_texts(RERANK_TASK, documents, settings, name="documents")
+    if top_n is not None:
+        top_n = check_count(RERANK_TASK, "top_n", top_n, 1, 2**31)
+    return_documents = check_flag(RERANK_TASK, "return_documents", return_documents)
+    truncate = check_flag(RERANK_TASK, "truncate", truncate)
+    holder = current().model
+    scorer = holder.get()
+    if scorer.kind == CROSS_ENCODER_KIND:
+        counts = cast(CrossEncoderScorer, scorer).pair_token_counts(query, documents)
+        count = count_tokens(RERANK_TASK, counts, scorer.max_tokens, truncate, "documents")
+        scores = holder.score_for(self.request.id, query, documents).tolist()
+        method = CROSS_ENCODER
+    else:
+        scorer = embedding_model(RERANK_TASK, holder, alias)
+        entry = settings.served_model
+        read_query = query_prompt(entry) + query
+        read_documents = [document_prompt(entry) + document for document in documents]
+        count = read_tokens(RERANK_TASK, scorer, [read_query], truncate, "query")
+        count.add(read_tokens(RERANK_TASK, scorer, read_documents, truncate, "documents"))
+        vectors = holder.encode_for(self.request.id, [read_query, *read_documents], True)
+        scores = (vectors[1:] @ vectors[0]).tolist()
+        method = BI_ENCODER
+    order = sorted(range(len(documents)), key=lambda index: (-scores[index], index))[:top_n]
+    # "relevance_score": Cohere's and Jina's name for the same number, so clients written for them read it.
+    results = [
+        {"index": index, "score": scores[index], "relevance_score": scores[index]}
+        | ({"document": documents[index]} if return_documents else {})
+        for index in order
+    ]
+    usage = clock.usage(count, holder.shared)
+    note_tokens(count)
+    return {"model": scorer.name, "alias": alias, "method": method, "results": results, "usage": usage}
+
+
+@shared_task(name=EMBED_CHUNKS_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
+def embed_chunks(
+    self: Task, texts: Any = None, chunk_tokens: Any = None, overlap_tokens: Any = DEFAULT_OVERLAP_TOKENS,
+    normalize: Any = True, encoding: Any = JSON_ENCODING, *, prompt_name: Any = None, prompt: Any = None,
+    dimensions: Any = None, model: Any = None, **unknown: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Split each text into windows of at most `chunk_tokens` word pieces (default: all the model reads),
+    `overlap_tokens` shared between neighbours, and embed every window: {"model", "alias", "dim",
+    "encoding", "chunks": [[{"start", "end", "embedding"}] per text], "usage"}; [start, end) is the
+    window's character span in its text. `encoding` applies to each chunk's vector (a packed one is a
+    base64 string of that vector alone). Texts up to INFERENCE_MAX_DOCUMENT_CHARS characters.
+    """
+    clock = TaskClock.start(self.request)
+    reject_unknown(EMBED_CHUNKS_TASK, unknown, CHUNK_ARGUMENTS)
+    settings = self.app.settings
+    alias = check_model(EMBED_CHUNKS_TASK, model, settings)
+    texts = check_texts(
+        EMBED_CHUNKS_TASK, texts, settings, max_chars=settings.max_document_chars, chars_name="MAX_DOCUMENT_CHARS"
+    )
+    holder = current().model
+    embedder = embedding_model(EMBED_CHUNKS_TASK, holder, alias)
+    options = encode_options(
+        EMBED_CHUNKS_TASK, settings.served_model, normalize=normalize, encoding=encoding, prompt_name=prompt_name,
+        prompt=prompt, dimensions=dimensions, dim=embedder.dim,
+    )  # fmt: skip
+    room, overlap = _window(embedder, alias, options.prompt, chunk_tokens, overlap_tokens)
+    text_spans = []
+    for text in texts:
+        try:
+            pieces = embedder.token_spans(text)
+        except NotImplementedError as reason:
+            raise InvalidInput(f"{EMBED_CHUNKS_TASK}: model {alias!r} cannot be chunked: {reason}") from None
+        text_spans.append(chunking.spans(pieces, room, overlap))
+    owners = [index for index, found in enumerate(text_spans) for _ in found]
+    read = options.prompted([text[start:end] for text, found in zip(texts, text_spans, strict=True)
+                             for start, end in found])  # fmt: skip
+    count = read_tokens(EMBED_CHUNKS_TASK, embedder, read, True) if read else TokenCount()
+    count.truncated = sorted({owners[index] for index in count.truncated})
+    vectors = holder.encode_for(None, read, options.normalize) if read else None
+    chunks: list[list[dict[str, Any]]] = []
+    result: dict[str, Any] = {"model": embedder.name, "alias": alias, "dim": 0, "encoding": options.encoding}
+    rows = vectors_as_asked(holder, settings, vectors, options) if vectors is not None else None
+    result["dim"] = rows["dim"] if rows else options.dimensions or embedder.dim
+    embeddings = _per_chunk(rows, len(read)) if rows else []
+    position = 0
+    for found in text_spans:
+        chunks.append(
+            [
+                {"start": start, "end": end, "embedding": embeddings[position + offset]}
+                for offset, (start, end) in enumerate(found)
+            ]
+        )
+        position += len(found)
+    result["chunks"] = chunks
+    result["usage"] = clock.usage(count, None)
+    note_tokens(count)
+    return result
+
+
+def _window(embedder: Any, alias: str, prompt: str, chunk_tokens: Any, overlap_tokens: Any) -> tuple[int, int]:
+    """The word pieces of text a window holds (chunk_tokens less the model's special tokens and the
+    prompt's) and how many neighbours share; a wrong chunk_tokens or overlap_tokens fails the task."""
+    limit = embedder.max_tokens
+    if limit is None:
+        raise InvalidInput(
+            f"{EMBED_CHUNKS_TASK}: model {alias!r} reads texts of any length; send them to inference.embed whole"
+        )
+    size = limit if chunk_tokens is None else check_count(EMBED_CHUNKS_TASK, "chunk_tokens", chunk_tokens, 1, limit)
+    room = size - embedder.special_tokens() - embedder.prefix_tokens(prompt)
+    if room < 1:
+        raise InvalidInput(
+            f"{EMBED_CHUNKS_TASK}: chunk_tokens {size} leaves no room for text after the model's special tokens "
+            "and the prompt; ask for more"
+        )
+    return room, check_count(EMBED_CHUNKS_TASK, "overlap_tokens", overlap_tokens, 0, room - 1)
+
+
+def _per_chunk(rows: dict[str, Any], count: int) -> list[Any]:
+    """One embedding per chunk: a list of floats, or that vector's own base64 bytes for a packed encoding."""
+    import base64
+
+    if "encoding" not in rows:
+        return list(rows["embeddings"])
+    raw = base64.b64decode(rows["embeddings"])
+    width = len(raw) // count
+    return [base64.b64encode(raw[index * width : (index + 1) * width]).decode() for index in range(count)]

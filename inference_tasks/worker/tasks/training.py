@@ -1,0 +1,234 @@
+"""The trainer profile's tasks (one process, all cores): train classifier heads, embed corpora.
+
+Both tasks are routed to the `training` queue. They embed in chunks and report progress as the
+custom state PROGRESS (meta: stage, done, total), stored in the result backend for pollers and
+sent as a `task-progress` event for Flower. The fitting itself is ml/training.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any, cast
+
+import numpy as np
+from celery import Task, shared_task
+
+from inference_tasks import codec
+from inference_tasks.clients.connections import broker_redis, result_redis
+from inference_tasks.clients.keys import corpus_page_key
+from inference_tasks.ml import store
+from inference_tasks.ml.training import TRAIN_EPOCHS, accuracy, fit_softmax_head, stratified_split
+from inference_tasks.routing import (
+    CORPUS_ENCODINGS,
+    EMBED_CORPUS_TASK,
+    F32_BASE64_ENCODING,
+    JSON_ENCODING,
+    TRAIN_CLASSIFIER_TASK,
+)
+from inference_tasks.validation import (
+    InvalidInput,
+    check_count,
+    check_encoding,
+    check_flag,
+    check_fraction,
+    check_model,
+    check_name,
+    check_text_items,
+    check_texts,
+    check_training_labels,
+    reject_unknown,
+)
+from inference_tasks.worker.celery_ext.request import GuardedTask
+from inference_tasks.worker.lifecycle.context import current
+from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS, embedding_model
+
+PROGRESS = "PROGRESS"
+EMBED_CHUNK = 64
+DEFAULT_PAGE_SIZE = 256
+MAX_PAGE_SIZE = 2048
+# Corpus pages hold little-endian float32 vectors, base64-encoded, by default: 4x smaller in Redis
+# than JSON numbers (a 200k-text corpus is ~300 MB instead of ~1.5 GB) and ~100x cheaper to
+# write, which matters because serialising is serial work next to the multi-threaded model.
+
+
+def report_progress(task: Task, stage: str, done: int, total: int) -> None:
+    """PROGRESS state for pollers, and an event for Flower (update_state sends none)."""
+    meta = {"stage": stage, "done": done, "total": total}
+    if task.request.id:
+        task.update_state(state=PROGRESS, meta=meta)
+        task.send_event("task-progress", **meta)
+
+
+def embed_in_chunks(task: Task, texts: list[str], stage: str) -> np.ndarray:
+    """Unit-norm embeddings of `texts`, reporting progress after each chunk."""
+    model = current().model.get()
+    parts = []
+    for start in range(0, len(texts), EMBED_CHUNK):
+        parts.append(model.encode(texts[start : start + EMBED_CHUNK], normalize=True))
+        report_progress(task, stage, min(start + EMBED_CHUNK, len(texts)), len(texts))
+    return np.concatenate(parts).astype(np.float32)
+
+
+def decode_items(task: str, items: list[bytes], offset: int) -> list[str]:
+    """Redis list items as text; a non-UTF-8 item is bad input, named by its index."""
+    texts = []
+    for position, item in enumerate(items):
+        try:
+            texts.append(item.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{task}: texts[{offset + position}] in the source list is not UTF-8 text") from None
+    return texts
+
+
+def head_metrics(
+    head: store.ClassifierHead, embeddings: np.ndarray, targets: np.ndarray, labels: list[str], split: tuple[Any, Any]
+) -> dict[str, Any]:
+    """Held-out and train accuracy, zero-shot accuracy on the same held-out texts (the labels as
+    candidates), and the examples per label on each side of the split."""
+    train, test = split
+    zero_shot = embeddings[test] @ current().model.label_embeddings(head.labels).T
+    return {
+        "held_out_accuracy": accuracy(head.probabilities(embeddings[test]).argmax(axis=1), targets[test]),
+        "train_accuracy": accuracy(head.probabilities(embeddings[train]).argmax(axis=1), targets[train]),
+        "zero_shot_accuracy": accuracy(zero_shot.argmax(axis=1), targets[test]),
+        "examples": {"train": len(train), "held_out": len(test)},
+        "per_label": {
+            label: {"train": count, "held_out": Counter(labels[i] for i in test)[label]}
+            for label, count in sorted(Counter(labels[i] for i in train).items())
+        },
+    }
+
+
+@shared_task(name=TRAIN_CLASSIFIER_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
+def train_classifier(
+    self: Task, name: Any = None, texts: Any = None, labels: Any = None, test_fraction: Any = 0.2, seed: Any = 0,
+    *, model: Any = None, **unknown: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Train a softmax head on embeddings of labelled texts and store it as the next version of `name`.
+
+    Returns the stored version and metrics: held-out accuracy, zero-shot accuracy on the same split
+    (the labels as zero-shot candidates), per-label counts, and timings.
+    """
+    task = TRAIN_CLASSIFIER_TASK
+    reject_unknown(task, unknown, ("name", "texts", "labels", "test_fraction", "seed", "model"))
+    settings = self.app.settings
+    alias = check_model(task, model, settings)
+    name = check_name(task, name)
+    texts = check_texts(task, texts, settings, settings.max_train_texts, "MAX_TRAIN_TEXTS")
+    labels = check_training_labels(task, labels, len(texts), settings)
+    test_fraction = check_fraction(task, "test_fraction", test_fraction, 0.0, 0.9)
+    seed = check_count(task, "seed", seed, 0, 2**31)
+    model = embedding_model(task, current().model, alias)
+
+    started = time.perf_counter()
+    embeddings = embed_in_chunks(self, texts, "embedding")
+    embedded = time.perf_counter()
+    names = sorted(set(labels))
+    targets = np.array([names.index(label) for label in labels], dtype=np.int64)
+    train, test = stratified_split(labels, test_fraction, seed)
+    weights, bias = fit_softmax_head(
+        embeddings[train],
+        targets[train],
+        len(names),
+        lambda epoch: report_progress(self, "training", epoch, TRAIN_EPOCHS),
+    )
+    fitted = time.perf_counter()
+    head = store.ClassifierHead(
+        name=name,
+        model=model.name,
+        labels=names,
+        weights=weights,
+        bias=bias,
+        backend=model.backend,
+        precision=model.precision,
+    )
+    head.metrics = {
+        **head_metrics(head, embeddings, targets, labels, (train, test)),
+        "embed_seconds": round(embedded - started, 3),
+        "fit_seconds": round(fitted - embedded, 3),
+        "threads": current().process.threads,
+    }
+    version = store.save_head(broker_redis(settings), head)
+    return {
+        "name": name,
+        "version": version,
+        "model": model.name,
+        "alias": alias,
+        "backend": head.backend,
+        "precision": head.precision,
+        "labels": names,
+        "metrics": head.metrics,
+    }
+
+
+@shared_task(name=EMBED_CORPUS_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
+def embed_corpus(
+    self: Task, texts: Any = None, source_key: Any = None, page_size: Any = DEFAULT_PAGE_SIZE,
+    normalize: Any = True, encoding: Any = F32_BASE64_ENCODING, *, model: Any = None, **unknown: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """Embed a large corpus page by page into Redis; the result says where the pages are.
+
+    Input is `texts` (a list, bounded by the message size) or `source_key` (a Redis list of texts,
+    read page by page). Each page of embeddings is written to `inference-tasks:corpus:<task id>:<n>`
+    as JSON {page, start, count, dim, encoding, embeddings} and expires after
+    INFERENCE_CORPUS_EXPIRES_S; at most one page is in memory at a time.
+    """
+    task = EMBED_CORPUS_TASK
+    reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding", "model"))
+    encoding = check_encoding(task, encoding, CORPUS_ENCODINGS)
+    settings = self.app.settings
+    alias = check_model(task, model, settings)
+    if (texts is None) == (source_key is None):
+        raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
+    page_size = check_count(task, "page_size", page_size, 1, MAX_PAGE_SIZE)
+    normalize = check_flag(task, "normalize", normalize)
+    client = broker_redis(settings)
+    if texts is not None:
+        texts = check_texts(task, texts, settings, settings.max_corpus_texts, "MAX_CORPUS_TEXTS")
+        total = len(texts)
+    else:
+        total = _source_length(client, source_key, settings.max_corpus_texts)
+    model = embedding_model(task, current().model, alias)
+    job_id = self.request.id or "local"
+    pages = 0
+    for start in range(0, total, page_size):
+        if texts is not None:
+            page = texts[start : start + page_size]
+        else:
+            items = cast(list[bytes], client.lrange(source_key, start, start + page_size - 1))  # a bytes client
+            page = decode_items(task, items, start)
+            check_text_items(task, page, settings, offset=start)
+        vectors = model.encode(page, normalize=normalize)
+        record = {"page": pages, "start": start, "count": len(page), "dim": model.dim, "encoding": encoding}
+        record["embeddings"] = vectors.tolist() if encoding == JSON_ENCODING else codec.encode_vectors(vectors)
+        # Pages are results: on INFERENCE_RESULT_REDIS_URL when set (the source list is the broker's).
+        result_redis(settings).set(corpus_page_key(job_id, pages), json.dumps(record), ex=settings.corpus_expires_s)
+        pages += 1
+        report_progress(self, "embedding", min(start + page_size, total), total)
+    return {
+        "job_id": job_id,
+        "model": model.name,
+        "alias": alias,
+        "dim": model.dim,
+        "count": total,
+        "page_size": page_size,
+        "encoding": encoding,
+        "pages": pages,
+        "page_key": corpus_page_key(job_id, "{page}"),
+        "expires_s": settings.corpus_expires_s,
+    }
+
+
+def _source_length(client: Any, source_key: Any, most: int) -> int:
+    """How many texts the `source_key` list holds; a missing, empty or too long one fails the task."""
+    if not isinstance(source_key, str) or not source_key:
+        raise InvalidInput(f"{EMBED_CORPUS_TASK}: source_key must be the name of a Redis list")
+    total = int(client.llen(source_key))
+    if not 0 < total <= most:
+        raise InvalidInput(
+            f"{EMBED_CORPUS_TASK}: Redis list {source_key!r} holds {total} texts; it must hold 1 to "
+            f"{most} (INFERENCE_MAX_CORPUS_TEXTS)"
+        )
+    return total
