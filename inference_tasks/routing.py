@@ -26,7 +26,7 @@ EMBED_SPARSE_TASK = "inference.embed_sparse"
 # pages had before both tasks used one, is still accepted for the same thing (results say "f32-base64").
 JSON_ENCODING = "json"
 F32_BASE64_ENCODING = "f32-base64"
-# Quantized vectors (request_options.py): sentence-transformers' quantize_embeddings semantics, one
+# Quantized vectors (contract/options.py): sentence-transformers' quantize_embeddings semantics, one
 # byte per dimension (int8, uint8: per-model calibration ranges) or one bit (binary, ubinary: the
 # sign, 8 dimensions packed per byte), every vector's bytes in one base64 string.
 QUANTIZED_ENCODINGS = ("int8", "uint8", "binary", "ubinary")

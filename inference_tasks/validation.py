@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from inference_tasks.config import Settings
@@ -43,31 +41,6 @@ def quoted(value: Any, limit: int = QUOTE_CHARS) -> str:
         return shown
     size = f"{len(value)} characters" if isinstance(value, str) else f"{len(shown)} characters as written"
     return f"{shown[:limit]}... ({size})"
-
-
-def reject_unknown(task: str, unknown: Mapping[str, Any], accepted: Iterable[str]) -> None:
-    """Fail on keyword arguments the task does not take (a typo must not be ignored)."""
-    if unknown:
-        names = ", ".join(sorted(quoted(name) for name in unknown))
-        raise InvalidInput(f"{task}: unknown argument(s) {names}; accepted: {', '.join(accepted)}")
-
-
-def check_arguments(task: str, signature: inspect.Signature, args: Any, kwargs: Any) -> None:
-    """Arguments that the task's function cannot take (too many positional ones, one given twice) fail
-    with the task's name and what it takes, where Python's own TypeError named neither."""
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as error:
-        raise InvalidInput(f"{task}: {error}; it takes {_takes(signature)}") from None
-
-
-def _takes(signature: inspect.Signature) -> str:
-    kinds = inspect.Parameter
-    positional = [p.name for p in signature.parameters.values() if p.kind == kinds.POSITIONAL_OR_KEYWORD]
-    keyword = [p.name for p in signature.parameters.values() if p.kind == kinds.KEYWORD_ONLY]
-    said = [f"{', '.join(positional)} (by position or keyword)"] if positional else []
-    said += [f"{', '.join(keyword)} (by keyword only)"] if keyword else []
-    return " and ".join(said) or "no arguments"
 
 
 def check_queue(task: str, queue: Any) -> None:

@@ -193,8 +193,9 @@ def test_test_and_benchmark_helpers_are_not_shipped() -> None:
     assert not {"inference_tasks.localstack", "inference_tasks.wire"} & names
 
 
-# Module-level assignments that hold no state: loggers, compiled patterns, frozen sets, paths.
-STATELESS_CALLS = {"getLogger", "compile", "frozenset", "Path", "bytes", "list", "create_app", "_env_kinds"}
+# Module-level assignments that hold no state: loggers, compiled patterns, frozen sets, paths, and the
+# task specs (frozen dataclasses of frozen dataclasses: a description, read-only).
+STATELESS_CALLS = {"getLogger", "compile", "frozenset", "Path", "bytes", "list", "create_app", "_env_kinds", "TaskSpec"}
 
 
 def module_state(name: str, source: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inference_tasks.config import Settings
-from inference_tasks.validation import InvalidInput, check_flag, check_labels, check_texts, reject_unknown
+from inference_tasks.validation import InvalidInput, check_flag, check_labels, check_texts
 
 SMALL = Settings(max_batch_texts=3, max_text_chars=10, max_labels=3, max_label_chars=5)
 
@@ -40,10 +40,3 @@ def test_booleans_must_be_json_booleans():
     for value in (1, "true", None):
         with pytest.raises(InvalidInput, match="must be true or false"):
             check_flag("t", "normalize", value)
-
-
-def test_unknown_arguments_are_listed_with_the_accepted_ones():
-    """A typo in a keyword argument fails instead of being ignored."""
-    with pytest.raises(InvalidInput, match="unknown argument\\(s\\) 'b', 'z'; accepted: texts, normalize"):
-        reject_unknown("t", {"z": 1, "b": 2}, ("texts", "normalize"))
-    reject_unknown("t", {}, ("texts",))

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, SPARSE_KIND, ModelEntry
-from inference_tasks.request_options import document_prompt, query_prompt, resolve_prompt
-from inference_tasks.routing import CLASSIFY_TASK, EMBED_SPARSE_TASK, EMBED_TASK, RERANK_TASK
+from inference_tasks.contract.options import document_prompt, query_prompt, resolve_prompt
+from inference_tasks.contract.specs import SPECS
+from inference_tasks.routing import CLASSIFY_TASK, EMBED_SPARSE_TASK, RERANK_TASK
 from inference_tasks.validation import InvalidInput
 
 # A batch job's outcome for a task the child did not run because its recycle limit was spent
@@ -36,39 +37,37 @@ def planned_encode(request: Any, entry: ModelEntry) -> PlannedEncode | None:
     """The encode a task of ours will need (`entry`: the model served), or None when its arguments are
     not plainly valid.
 
-    Only the shape is checked (a list of non-empty strings, a boolean flag, a known prompt): the task
+    The call is bound to names by the task's spec (contract/specs.py), as the task will bind it; only
+    the shape is checked (a list of non-empty strings, a boolean flag, a known prompt): the task
     validates everything again in the child, and a task planned as None runs there on its own and
     fails with the task's own message. The batch never depends on a bad task.
     """
-    args, kwargs = request.args, request.kwargs
-    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+    args, kwargs, spec = request.args, request.kwargs, SPECS.get(request.name)
+    if spec is None or not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
         return None
     if (request.name == EMBED_SPARSE_TASK) != (entry.kind == SPARSE_KIND):
         return None  # a sparse encoder serves embed_sparse only, and only a sparse encoder serves it
-    if request.name == RERANK_TASK:
-        return _planned_rerank(request.id, args, kwargs, entry)
-    texts: Any = args[0] if args else kwargs.get("texts")
-    if not _texts(texts):
+    try:
+        call = spec.bind(args, kwargs)
+    except InvalidInput:
         return None
-    normalize: Any = True
-    prefix = ""
-    if request.name in (EMBED_TASK, EMBED_SPARSE_TASK):
-        if request.name == EMBED_TASK:
-            normalize = args[1] if len(args) > 1 else kwargs.get("normalize", True)
-        if not isinstance(normalize, bool):
-            return None
+    if request.name == RERANK_TASK:
+        return _planned_rerank(request.id, call, entry)
+    texts: Any = call.get("texts")
+    normalize: Any = call.get("normalize", True)
+    if not _texts(texts) or not isinstance(normalize, bool):
+        return None
+    prefix = query_prompt(entry) if request.name == CLASSIFY_TASK else ""
+    if "prompt" in call:
         try:
-            prefix = resolve_prompt(request.name, entry, kwargs.get("prompt_name"), kwargs.get("prompt"))
+            prefix = resolve_prompt(request.name, entry, call["prompt_name"], call["prompt"])
         except InvalidInput:
             return None
-    elif request.name == CLASSIFY_TASK:
-        prefix = query_prompt(entry)
     return PlannedEncode(request.id, [prefix + text for text in texts] if prefix else texts, normalize)
 
 
-def _planned_rerank(task_id: str, args: Any, kwargs: dict[str, Any], entry: ModelEntry) -> PlannedEncode | None:
-    query: Any = args[0] if args else kwargs.get("query")
-    documents: Any = args[1] if len(args) > 1 else kwargs.get("documents")
+def _planned_rerank(task_id: str, call: dict[str, Any], entry: ModelEntry) -> PlannedEncode | None:
+    query, documents = call["query"], call["documents"]
     if not _texts([query]) or not _texts(documents):
         return None
     if entry.kind == CROSS_ENCODER_KIND:

@@ -8,8 +8,6 @@ the consumer's guard (consumer.py) and by GuardedRequest when the pool could not
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 from typing import Any
 
@@ -24,7 +22,7 @@ from inference_tasks import codec
 from inference_tasks.broker import dead_letter
 from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import requested_reply
-from inference_tasks.validation import check_arguments, check_queue
+from inference_tasks.validation import check_queue
 from inference_tasks.worker.celery_ext.pool import JobNotSent
 
 logger = logging.getLogger(__name__)
@@ -76,15 +74,10 @@ class GuardedTask(Task):
 
     Request = "inference_tasks.worker.celery_ext.request:GuardedRequest"
 
-    @functools.cached_property
-    def run_signature(self) -> inspect.Signature:
-        return inspect.signature(self.run)
-
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
-        """Celery's public hook, run in the child just before the task: arguments the task's function
-        cannot take fail it with InvalidInput naming the task and what it takes (Celery's call raised a
-        bare TypeError), and so does a training task taken from a queue that is not a training queue."""
-        check_arguments(self.name, self.run_signature, args, kwargs)
+        """Celery's public hook, run in the child just before the task: a training task taken from a queue
+        that is not a training queue fails naming it. (Arguments are the task's own: each parses its
+        call against its spec, contract/specs.py, which names what it takes.)"""
         check_queue(self.name, (self.request.delivery_info or {}).get("routing_key"))
 
 

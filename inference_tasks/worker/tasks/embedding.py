@@ -7,23 +7,14 @@ from typing import TYPE_CHECKING, Any
 from celery import Task, shared_task
 
 from inference_tasks.clients.connections import broker_redis
+from inference_tasks.contract.options import encode_options, query_prompt
+from inference_tasks.contract.specs import CLASSIFY, EMBED
 from inference_tasks.ml import store
-from inference_tasks.request_options import encode_options, query_prompt
 from inference_tasks.routing import (
     CLASSIFY_TASK,
     EMBED_TASK,
-    JSON_ENCODING,
 )
-from inference_tasks.validation import (
-    InvalidInput,
-    check_count,
-    check_flag,
-    check_labels,
-    check_model,
-    check_name,
-    check_texts,
-    reject_unknown,
-)
+from inference_tasks.validation import InvalidInput
 from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.tasks.steps import (
@@ -39,49 +30,34 @@ if TYPE_CHECKING:
     from inference_tasks.config import Settings
 
 
-EMBED_ARGUMENTS = ("texts", "normalize", "encoding", "model", "prompt_name", "prompt", "dimensions", "truncate")
-
-
 @shared_task(name=EMBED_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
-def embed(
-    self: Task, texts: Any = None, normalize: Any = True, encoding: Any = JSON_ENCODING, *, model: Any = None,
-    prompt_name: Any = None, prompt: Any = None, dimensions: Any = None, truncate: Any = True, **unknown: Any,
-) -> dict[str, Any]:  # fmt: skip
+def embed(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Embed a batch: {"model", "alias", "dim", "embeddings": [[float] per text, in input order], "usage"}.
 
-    With a packed encoding ("f32-base64", "int8", "uint8", "binary", "ubinary") "embeddings" is one
-    base64 string of every vector's bytes, with "count" and "encoding" (docs/tasks.md). `model`: the
-    alias asked for (None: the one of the queue the task came from); "model" in the result is the
-    served model's name, "alias" its catalogue alias. `prompt_name`/`prompt`: a named prompt of the
-    model or a literal prefix (default: the model's default_prompt); `dimensions`: the first N
-    components (renormalized when `normalize`); `truncate`: false fails a text over the model's limit.
+    Arguments: contract/specs.py's EMBED. With a packed encoding ("f32-base64", "int8", "uint8",
+    "binary", "ubinary") "embeddings" is one base64 string of every vector's bytes, with "count" and
+    "encoding" (docs/tasks.md). "model" in the result is the served model's name, "alias" its
+    catalogue alias.
     """
     clock = TaskClock.start(self.request)
-    reject_unknown(EMBED_TASK, unknown, EMBED_ARGUMENTS)
     settings = self.app.settings
-    alias = check_model(EMBED_TASK, model, settings)
-    texts = check_texts(EMBED_TASK, texts, settings)
+    request = EMBED.parse(args, kwargs, settings)
     holder = current().model
-    embedder = embedding_model(EMBED_TASK, holder, alias)
-    options = encode_options(
-        EMBED_TASK, settings.served_model, normalize=normalize, encoding=encoding, prompt_name=prompt_name,
-        prompt=prompt, truncate=truncate, dimensions=dimensions, dim=embedder.dim,
-    )  # fmt: skip
-    read = options.prompted(texts)
+    embedder = embedding_model(EMBED_TASK, holder, request["model"])
+    options = encode_options(EMBED_TASK, settings.served_model, request, embedder.dim)
+    read = options.prompted(request["texts"])
     count = read_tokens(EMBED_TASK, embedder, read, options.truncate)
     vectors = holder.encode_for(self.request.id, read, options.normalize)
-    result = {"model": embedder.name, "alias": alias, **vectors_as_asked(holder, settings, vectors, options)}
+    result = {"model": embedder.name, "alias": request["model"], **vectors_as_asked(holder, settings, vectors, options)}
     result["usage"] = clock.usage(count, holder.shared)
     note_tokens(count)
     return result
 
 
 @shared_task(name=CLASSIFY_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
-def classify(
-    self: Task, texts: Any = None, labels: Any = None, classifier: Any = None, classifier_version: Any = None,
-    *, model: Any = None, truncate: Any = True, **unknown: Any,
-) -> list[dict[str, Any]]:  # fmt: skip
-    """Label each text, zero-shot over `labels` or with the trained head `classifier`.
+def classify(self: Task, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Label each text, zero-shot over `labels` or with the trained head `classifier` (contract/specs.py's
+    CLASSIFY).
 
     Zero-shot: the label whose embedding is most cosine-similar to the text's; scores are cosines.
     Trained head (inference.train_classifier): the most probable label; scores are probabilities.
@@ -91,30 +67,27 @@ def classify(
     query prompt where its catalogue entry has one.
     """
     clock = TaskClock.start(self.request)
-    reject_unknown(CLASSIFY_TASK, unknown, ("texts", "labels", "classifier", "classifier_version", "model", "truncate"))
     settings = self.app.settings
-    alias = check_model(CLASSIFY_TASK, model, settings)
-    holder = current().model
-    texts = check_texts(CLASSIFY_TASK, texts, settings)
-    truncate = check_flag(CLASSIFY_TASK, "truncate", truncate)
+    request = CLASSIFY.parse(args, kwargs, settings)
+    texts, labels, classifier, alias = request["texts"], request["labels"], request["classifier"], request["model"]
     if (labels is None) == (classifier is None):
         raise InvalidInput(f"{CLASSIFY_TASK}: give either labels (zero-shot) or classifier (a trained head), not both")
+    if classifier is None and request["classifier_version"] is not None:
+        raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
+    holder = current().model
     embedder = embedding_model(CLASSIFY_TASK, holder, alias)
     prefix = query_prompt(settings.served_model)
     read = [prefix + text for text in texts] if prefix else texts
     counts = embedder.token_counts(read)
-    count = count_tokens(CLASSIFY_TASK, counts, embedder.max_tokens, truncate)
+    count = count_tokens(CLASSIFY_TASK, counts, embedder.max_tokens, request["truncate"])
     if classifier is None:
-        if classifier_version is not None:
-            raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
-        labels = check_labels(CLASSIFY_TASK, labels, settings)
         similarities = (
             holder.encode_for(self.request.id, read, True)
             @ holder.label_embeddings([prefix + label for label in labels] if prefix else labels).T
         )
         rows = [predictions(labels, row.tolist()) for row in similarities]
     else:
-        head = current_head(settings, holder.heads, check_name(CLASSIFY_TASK, classifier), classifier_version)
+        head = current_head(settings, holder.heads, classifier, request["classifier_version"])
         if head.model != embedder.name:
             raise InvalidInput(
                 f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
@@ -140,11 +113,9 @@ def row_usage(usage: dict[str, Any], index: int, counts: list[int], limit: int |
 
 
 def current_head(
-    settings: Settings, heads: dict[str, store.ClassifierHead], name: str, version: Any
+    settings: Settings, heads: dict[str, store.ClassifierHead], name: str, version: int | None
 ) -> store.ClassifierHead:
     """The head to use, from this child's cache (`heads`) unless Redis holds a different (newer) version."""
-    if version is not None:
-        version = check_count(CLASSIFY_TASK, "classifier_version", version, 1, 2**31)
     client = broker_redis(settings)
     try:
         wanted = version or store.latest_version(client, name)

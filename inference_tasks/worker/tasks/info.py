@@ -8,8 +8,8 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from inference_tasks.contract.specs import WORKER_INFO
 from inference_tasks.routing import WORKER_INFO_TASK
-from inference_tasks.validation import reject_unknown
 from inference_tasks.worker.celery_ext.request import GuardedTask
 from inference_tasks.worker.host import gpu, threads
 from inference_tasks.worker.lifecycle.context import current
@@ -17,12 +17,12 @@ from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS
 
 
 @shared_task(name=WORKER_INFO_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
-def worker_info(self: Task, **unknown: Any) -> dict[str, Any]:
+def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """What the process that ran this task is: model, threads as the OS and libraries see them, RSS.
 
     Works in a child whose model failed to load, so operators can see why.
     """
-    reject_unknown(WORKER_INFO_TASK, unknown, ())
+    WORKER_INFO.parse(args, kwargs, self.app.settings)
     ctx = current()
     record, holder = ctx.process, ctx.model
     model = holder.embedder

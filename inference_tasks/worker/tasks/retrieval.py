@@ -11,17 +11,10 @@ from typing import Any, cast
 from celery import Task, shared_task
 
 from inference_tasks.config.catalogue import CROSS_ENCODER_KIND
-from inference_tasks.request_options import document_prompt, encode_options, query_prompt
-from inference_tasks.routing import EMBED_CHUNKS_TASK, JSON_ENCODING, RERANK_TASK
-from inference_tasks.validation import (
-    InvalidInput,
-    check_count,
-    check_flag,
-    check_model,
-    check_text,
-    check_texts,
-    reject_unknown,
-)
+from inference_tasks.contract.options import document_prompt, encode_options, query_prompt
+from inference_tasks.contract.specs import EMBED_CHUNKS, RERANK
+from inference_tasks.routing import EMBED_CHUNKS_TASK, RERANK_TASK
+from inference_tasks.validation import InvalidInput, check_count
 from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.celery_ext.request import GuardedTask
 from inference_tasks.worker.lifecycle.context import current
@@ -38,35 +31,22 @@ from inference_tasks.worker.tasks.usage import TaskClock, TokenCount, count_toke
 
 BI_ENCODER = "bi-encoder"
 CROSS_ENCODER = "cross-encoder"
-RERANK_ARGUMENTS = ("query", "documents", "top_n", "return_documents", "model", "truncate")
-CHUNK_ARGUMENTS = (
-    "texts", "chunk_tokens", "overlap_tokens", "normalize", "encoding", "prompt_name", "prompt", "dimensions", "model",
-)  # fmt: skip
-DEFAULT_OVERLAP_TOKENS = 32
 
 
 @shared_task(name=RERANK_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
-def rerank(
-    self: Task, query: Any = None, documents: Any = None, top_n: Any = None, return_documents: Any = False, *,
-    model: Any = None, truncate: Any = True, **unknown: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """Order `documents` by relevance to `query`: {"model", "alias", "method", "results": [{"index",
-    "score", "relevance_score" (the same number), "document"?}] best first (the first `top_n`), "usage"}.
+def rerank(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Order `documents` by relevance to `query` (contract/specs.py's RERANK): {"model", "alias", "method",
+    "results": [{"index", "score", "relevance_score" (the same number), "document"?}] best first (the
+    first `top_n`), "usage"}.
 
     A cross-encoder model (catalogue kind "cross-encoder") scores each (query, document) pair
     ("method": "cross-encoder"); an embedding model compares vectors ("bi-encoder": the cosine of
     the query's and the document's, with the model's query and passage prompts where it has them).
     """
     clock = TaskClock.start(self.request)
-    reject_unknown(RERANK_TASK, unknown, RERANK_ARGUMENTS)
     settings = self.app.settings
-    alias = check_model(RERANK_TASK, model, settings)
-    query = check_text(RERANK_TASK, "query", query, settings)
-    documents = check_texts(RERANK_TASK, documents, settings, name="documents")
-    if top_n is not None:
-        top_n = check_count(RERANK_TASK, "top_n", top_n, 1, 2**31)
-    return_documents = check_flag(RERANK_TASK, "return_documents", return_documents)
-    truncate = check_flag(RERANK_TASK, "truncate", truncate)
+    request = RERANK.parse(args, kwargs, settings)
+    query, documents, alias, truncate = request["query"], request["documents"], request["model"], request["truncate"]
     holder = current().model
     scorer = holder.get()
     if scorer.kind == CROSS_ENCODER_KIND:
@@ -84,11 +64,11 @@ def rerank(
         vectors = holder.encode_for(self.request.id, [read_query, *read_documents], True)
         scores = (vectors[1:] @ vectors[0]).tolist()
         method = BI_ENCODER
-    order = sorted(range(len(documents)), key=lambda index: (-scores[index], index))[:top_n]
+    order = sorted(range(len(documents)), key=lambda index: (-scores[index], index))[: request["top_n"]]
     # "relevance_score": Cohere's and Jina's name for the same number, so clients written for them read it.
     results = [
         {"index": index, "score": scores[index], "relevance_score": scores[index]}
-        | ({"document": documents[index]} if return_documents else {})
+        | ({"document": documents[index]} if request["return_documents"] else {})
         for index in order
     ]
     usage = clock.usage(count, holder.shared)
@@ -97,31 +77,21 @@ def rerank(
 
 
 @shared_task(name=EMBED_CHUNKS_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
-def embed_chunks(
-    self: Task, texts: Any = None, chunk_tokens: Any = None, overlap_tokens: Any = DEFAULT_OVERLAP_TOKENS,
-    normalize: Any = True, encoding: Any = JSON_ENCODING, *, prompt_name: Any = None, prompt: Any = None,
-    dimensions: Any = None, model: Any = None, **unknown: Any,
-) -> dict[str, Any]:  # fmt: skip
+def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Split each text into windows of at most `chunk_tokens` word pieces (default: all the model reads),
-    `overlap_tokens` shared between neighbours, and embed every window: {"model", "alias", "dim",
-    "encoding", "chunks": [[{"start", "end", "embedding"}] per text], "usage"}; [start, end) is the
-    window's character span in its text. `encoding` applies to each chunk's vector (a packed one is a
-    base64 string of that vector alone). Texts up to INFERENCE_MAX_DOCUMENT_CHARS characters.
+    `overlap_tokens` shared between neighbours, and embed every window (contract/specs.py's EMBED_CHUNKS):
+    {"model", "alias", "dim", "encoding", "chunks": [[{"start", "end", "embedding"}] per text], "usage"};
+    [start, end) is the window's character span in its text. `encoding` applies to each chunk's vector
+    (a packed one is a base64 string of that vector alone).
     """
     clock = TaskClock.start(self.request)
-    reject_unknown(EMBED_CHUNKS_TASK, unknown, CHUNK_ARGUMENTS)
     settings = self.app.settings
-    alias = check_model(EMBED_CHUNKS_TASK, model, settings)
-    texts = check_texts(
-        EMBED_CHUNKS_TASK, texts, settings, max_chars=settings.max_document_chars, chars_name="MAX_DOCUMENT_CHARS"
-    )
+    request = EMBED_CHUNKS.parse(args, kwargs, settings)
+    texts, alias = request["texts"], request["model"]
     holder = current().model
     embedder = embedding_model(EMBED_CHUNKS_TASK, holder, alias)
-    options = encode_options(
-        EMBED_CHUNKS_TASK, settings.served_model, normalize=normalize, encoding=encoding, prompt_name=prompt_name,
-        prompt=prompt, dimensions=dimensions, dim=embedder.dim,
-    )  # fmt: skip
-    room, overlap = _window(embedder, alias, options.prompt, chunk_tokens, overlap_tokens)
+    options = encode_options(EMBED_CHUNKS_TASK, settings.served_model, request, embedder.dim)
+    room, overlap = _window(embedder, alias, options.prompt, request["chunk_tokens"], request["overlap_tokens"])
     text_spans = []
     for text in texts:
         try:

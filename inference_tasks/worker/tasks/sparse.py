@@ -13,50 +13,35 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from inference_tasks.request_options import resolve_prompt
+from inference_tasks.contract.options import resolve_prompt
+from inference_tasks.contract.specs import EMBED_SPARSE
 from inference_tasks.routing import EMBED_SPARSE_TASK
-from inference_tasks.validation import (
-    check_count,
-    check_flag,
-    check_model,
-    check_texts,
-    check_weight,
-    reject_unknown,
-)
+from inference_tasks.validation import check_count
 from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.runtimes.sparse_model import SparseRow
 from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS, note_tokens, read_tokens, sparse_model
 from inference_tasks.worker.tasks.usage import TaskClock
 
-SPARSE_ARGUMENTS = ("texts", "top_k", "min_weight", "return_tokens", "model", "prompt_name", "prompt", "truncate")
-
 
 @shared_task(name=EMBED_SPARSE_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
-def embed_sparse(
-    self: Task, texts: Any = None, *, top_k: Any = None, min_weight: Any = 0, return_tokens: Any = False,
-    model: Any = None, prompt_name: Any = None, prompt: Any = None, truncate: Any = True, **unknown: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """Sparse vectors: {"model", "alias", "dim" (the vocabulary's size), "embeddings": [{"indices": [int]
-    ascending, "values": [float], "tokens"?: [str]} per text, in input order], "usage"}.
-
-    `top_k`: keep only the k largest weights of each text (null: all); `min_weight`: drop weights below
-    it (0: keep every non-zero one); `return_tokens`: each index's vocabulary word piece too. Prompts
-    and `truncate` as inference.embed.
+def embed_sparse(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Sparse vectors (contract/specs.py's EMBED_SPARSE): {"model", "alias", "dim" (the vocabulary's size),
+    "embeddings": [{"indices": [int] ascending, "values": [float], "tokens"?: [str]} per text, in input
+    order], "usage"}. Prompts and `truncate` as inference.embed.
     """
     clock = TaskClock.start(self.request)
-    reject_unknown(EMBED_SPARSE_TASK, unknown, SPARSE_ARGUMENTS)
     settings = self.app.settings
-    alias = check_model(EMBED_SPARSE_TASK, model, settings)
-    texts = check_texts(EMBED_SPARSE_TASK, texts, settings)
+    request = EMBED_SPARSE.parse(args, kwargs, settings)
+    texts, alias, return_tokens = request["texts"], request["model"], request["return_tokens"]
     holder = current().model
     encoder = sparse_model(EMBED_SPARSE_TASK, holder, alias)
+    top_k = request["top_k"]
     if top_k is not None:
         top_k = check_count(EMBED_SPARSE_TASK, "top_k", top_k, 1, encoder.dim or 2**31)
-    floor = check_weight(EMBED_SPARSE_TASK, "min_weight", min_weight)
-    return_tokens = check_flag(EMBED_SPARSE_TASK, "return_tokens", return_tokens)
-    prefix = resolve_prompt(EMBED_SPARSE_TASK, settings.served_model, prompt_name, prompt)
-    truncate = check_flag(EMBED_SPARSE_TASK, "truncate", truncate)
+    floor = request["min_weight"]
+    prefix = resolve_prompt(EMBED_SPARSE_TASK, settings.served_model, request["prompt_name"], request["prompt"])
+    truncate = request["truncate"]
     read = [prefix + text for text in texts] if prefix else texts
     count = read_tokens(EMBED_SPARSE_TASK, encoder, read, truncate)
     embeddings = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, SPARSE_KIND
-from inference_tasks.request_options import EncodeOptions
+from inference_tasks.contract.options import EncodeOptions
 from inference_tasks.validation import InvalidInput
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.runtimes.interface import Embedder

@@ -18,39 +18,21 @@ from celery import Task, shared_task
 from inference_tasks import codec
 from inference_tasks.clients.connections import broker_redis, result_redis
 from inference_tasks.clients.keys import corpus_page_key
+from inference_tasks.contract.specs import EMBED_CORPUS, TRAIN_CLASSIFIER
 from inference_tasks.ml import store
 from inference_tasks.ml.training import TRAIN_EPOCHS, accuracy, fit_softmax_head, stratified_split
 from inference_tasks.routing import (
-    CORPUS_ENCODINGS,
     EMBED_CORPUS_TASK,
-    F32_BASE64_ENCODING,
     JSON_ENCODING,
     TRAIN_CLASSIFIER_TASK,
 )
-from inference_tasks.validation import (
-    InvalidInput,
-    check_count,
-    check_encoding,
-    check_flag,
-    check_fraction,
-    check_model,
-    check_name,
-    check_text_items,
-    check_texts,
-    check_training_labels,
-    reject_unknown,
-)
+from inference_tasks.validation import InvalidInput, check_text_items, check_training_labels
 from inference_tasks.worker.celery_ext.request import GuardedTask
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS, embedding_model
 
 PROGRESS = "PROGRESS"
 EMBED_CHUNK = 64
-DEFAULT_PAGE_SIZE = 256
-MAX_PAGE_SIZE = 2048
-# Corpus pages hold little-endian float32 vectors, base64-encoded, by default: 4x smaller in Redis
-# than JSON numbers (a 200k-text corpus is ~300 MB instead of ~1.5 GB) and ~100x cheaper to
-# write, which matters because serialising is serial work next to the multi-threaded model.
 
 
 def report_progress(task: Task, stage: str, done: int, total: int) -> None:
@@ -102,24 +84,19 @@ def head_metrics(
 
 
 @shared_task(name=TRAIN_CLASSIFIER_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
-def train_classifier(
-    self: Task, name: Any = None, texts: Any = None, labels: Any = None, test_fraction: Any = 0.2, seed: Any = 0,
-    *, model: Any = None, **unknown: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """Train a softmax head on embeddings of labelled texts and store it as the next version of `name`.
+def train_classifier(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Train a softmax head on embeddings of labelled texts and store it as the next version of `name`
+    (contract/specs.py's TRAIN_CLASSIFIER).
 
     Returns the stored version and metrics: held-out accuracy, zero-shot accuracy on the same split
     (the labels as zero-shot candidates), per-label counts, and timings.
     """
     task = TRAIN_CLASSIFIER_TASK
-    reject_unknown(task, unknown, ("name", "texts", "labels", "test_fraction", "seed", "model"))
     settings = self.app.settings
-    alias = check_model(task, model, settings)
-    name = check_name(task, name)
-    texts = check_texts(task, texts, settings, settings.max_train_texts, "MAX_TRAIN_TEXTS")
-    labels = check_training_labels(task, labels, len(texts), settings)
-    test_fraction = check_fraction(task, "test_fraction", test_fraction, 0.0, 0.9)
-    seed = check_count(task, "seed", seed, 0, 2**31)
+    request = TRAIN_CLASSIFIER.parse(args, kwargs, settings)
+    name, texts, alias = request["name"], request["texts"], request["model"]
+    labels = check_training_labels(task, request["labels"], len(texts), settings)
+    test_fraction, seed = request["test_fraction"], request["seed"]
     model = embedding_model(task, current().model, alias)
 
     started = time.perf_counter()
@@ -164,11 +141,9 @@ def train_classifier(
 
 
 @shared_task(name=EMBED_CORPUS_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
-def embed_corpus(
-    self: Task, texts: Any = None, source_key: Any = None, page_size: Any = DEFAULT_PAGE_SIZE,
-    normalize: Any = True, encoding: Any = F32_BASE64_ENCODING, *, model: Any = None, **unknown: Any,
-) -> dict[str, Any]:  # fmt: skip
-    """Embed a large corpus page by page into Redis; the result says where the pages are.
+def embed_corpus(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Embed a large corpus page by page into Redis; the result says where the pages are (contract/specs.py's
+    EMBED_CORPUS).
 
     Input is `texts` (a list, bounded by the message size) or `source_key` (a Redis list of texts,
     read page by page). Each page of embeddings is written to `inference-tasks:corpus:<task id>:<n>`
@@ -176,20 +151,14 @@ def embed_corpus(
     INFERENCE_CORPUS_EXPIRES_S; at most one page is in memory at a time.
     """
     task = EMBED_CORPUS_TASK
-    reject_unknown(task, unknown, ("texts", "source_key", "page_size", "normalize", "encoding", "model"))
-    encoding = check_encoding(task, encoding, CORPUS_ENCODINGS)
     settings = self.app.settings
-    alias = check_model(task, model, settings)
+    request = EMBED_CORPUS.parse(args, kwargs, settings)
+    texts, source_key, alias = request["texts"], request["source_key"], request["model"]
+    page_size, normalize, encoding = request["page_size"], request["normalize"], request["encoding"]
     if (texts is None) == (source_key is None):
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
-    page_size = check_count(task, "page_size", page_size, 1, MAX_PAGE_SIZE)
-    normalize = check_flag(task, "normalize", normalize)
     client = broker_redis(settings)
-    if texts is not None:
-        texts = check_texts(task, texts, settings, settings.max_corpus_texts, "MAX_CORPUS_TEXTS")
-        total = len(texts)
-    else:
-        total = _source_length(client, source_key, settings.max_corpus_texts)
+    total = len(texts) if texts is not None else _source_length(client, source_key, settings.max_corpus_texts)
     model = embedding_model(task, current().model, alias)
     job_id = self.request.id or "local"
     pages = 0

@@ -62,9 +62,9 @@ module InferenceTasks
     end
 
     # Enqueue inference.embed_chunks: long texts split into windows the model reads, each embedded.
-    def enqueue_embed_chunks(texts, chunk_tokens: nil, overlap_tokens: 32, encoding: nil, model: nil,
+    def enqueue_embed_chunks(texts, chunk_tokens: nil, overlap_tokens: 32, normalize: true, encoding: nil, model: nil,
                              prompt_name: nil, prompt: nil, dimensions: nil, **options)
-      kwargs = { "overlap_tokens" => overlap_tokens }
+      kwargs = { "overlap_tokens" => overlap_tokens, "normalize" => normalize }
       kwargs["chunk_tokens"] = chunk_tokens if chunk_tokens
       kwargs["encoding"] = encoding if encoding
       kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: dimensions, truncate: nil))
@@ -83,9 +83,11 @@ module InferenceTasks
       enqueue("inference.embed_sparse", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
-    # Enqueue inference.classify (zero-shot over labels); returns the task id. model: as for enqueue_embed.
-    def enqueue_classify(texts, labels, model: nil, **options)
-      enqueue("inference.classify", [texts, labels], with_model({}, model), **for_model(model, options))
+    # Enqueue inference.classify (zero-shot over labels); returns the task id. model, truncate: as for
+    # enqueue_embed.
+    def enqueue_classify(texts, labels, model: nil, truncate: nil, **options)
+      kwargs = truncate.nil? ? {} : { "truncate" => truncate }
+      enqueue("inference.classify", [texts, labels], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.train_classifier on the training queue; returns the task id. Poll #state for
@@ -99,15 +101,19 @@ module InferenceTasks
     end
 
     # Enqueue inference.classify with a trained head instead of zero-shot labels.
-    def enqueue_classify_with(classifier, texts, version: nil, model: nil, **options)
+    def enqueue_classify_with(classifier, texts, version: nil, model: nil, truncate: nil, **options)
       kwargs = { "classifier" => classifier }
       kwargs["classifier_version"] = version if version
+      kwargs["truncate"] = truncate unless truncate.nil?
       enqueue("inference.classify", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.embed_corpus for a large corpus held in a Redis list (RPUSH the texts first).
-    def enqueue_embed_corpus(source_key, page_size: 256, queue: nil, model: nil, **options)
-      kwargs = { "source_key" => source_key, "page_size" => page_size }
+    # encoding: "f32-base64" (the default, compact) or "json" pages.
+    def enqueue_embed_corpus(source_key, page_size: 256, normalize: true, encoding: nil, queue: nil, model: nil,
+                             **options)
+      kwargs = { "source_key" => source_key, "page_size" => page_size, "normalize" => normalize }
+      kwargs["encoding"] = encoding if encoding
       enqueue("inference.embed_corpus", [], with_model(kwargs, model), queue: queue || training_queue(model), **options)
     end
 

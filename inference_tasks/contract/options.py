@@ -7,11 +7,12 @@ Producer-safe: stdlib only, nothing loaded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from inference_tasks.config.catalogue import ModelEntry
-from inference_tasks.validation import InvalidInput, check_encoding, check_flag, quoted
+from inference_tasks.validation import InvalidInput, quoted
 
 # The prompt names a query and a document get in reranking and classification, where the model's
 # catalogue entry has them (e5: "query: " / "passage: "); sentence-transformers' own conventions.
@@ -93,15 +94,13 @@ def check_dimensions(task: str, value: Any, dim: int | None = None) -> int | Non
     return value
 
 
-def encode_options(
-    task: str, entry: ModelEntry, *, normalize: Any = True, encoding: Any = "json", prompt_name: Any = None,
-    prompt: Any = None, truncate: Any = True, dimensions: Any = None, dim: int | None = None,
-) -> EncodeOptions:  # fmt: skip
-    """Every option checked, in the order a caller reads them in the docs."""
+def encode_options(task: str, entry: ModelEntry, request: Mapping[str, Any], dim: int | None = None) -> EncodeOptions:
+    """The encode options of a parsed request (contract/spec.py: each argument already checked by its
+    own rule): the prompt resolved against the served model's entry, dimensions against its `dim`."""
     return EncodeOptions(
-        prompt=resolve_prompt(task, entry, prompt_name, prompt),
-        truncate=check_flag(task, "truncate", truncate),
-        normalize=check_flag(task, "normalize", normalize),
-        dimensions=check_dimensions(task, dimensions, dim),
-        encoding=check_encoding(task, encoding),
+        prompt=resolve_prompt(task, entry, request["prompt_name"], request["prompt"]),
+        truncate=request.get("truncate", True),
+        normalize=request["normalize"],
+        dimensions=check_dimensions(task, request["dimensions"], dim),
+        encoding=request["encoding"],
     )
