@@ -35,6 +35,23 @@ class ClientTest < Minitest::Test
     assert_match(/model must be a catalogue alias/, error.message)
   end
 
+  # Every task argument a method offers reaches the task under the task's own name (docs/tasks.md, "Arguments").
+  def test_the_enqueue_methods_send_each_argument_under_the_tasks_name
+    sent = lambda do |queue|
+      JSON.parse(Base64.decode64(JSON.parse(redis.rpop(queue))["body"]))[1]
+    end
+    client.enqueue_embed_chunks(["a text"], normalize: false, model: "gemtest")
+    assert_equal false, sent.call("inference.gemtest")["normalize"]
+    client.enqueue_classify(["a text"], %w[x y], truncate: false, model: "gemtest")
+    assert_equal false, sent.call("inference.gemtest")["truncate"]
+    client.enqueue_classify_with("head", ["a text"], version: 3, truncate: false, model: "gemtest")
+    assert_equal({ "classifier" => "head", "classifier_version" => 3, "truncate" => false, "model" => "gemtest" },
+                 sent.call("inference.gemtest"))
+    client.enqueue_embed_corpus("corpus-key", normalize: false, encoding: "json", model: "gemtest")
+    assert_equal({ "source_key" => "corpus-key", "page_size" => 256, "normalize" => false, "encoding" => "json",
+                   "model" => "gemtest" }, sent.call("training.gemtest"))
+  end
+
   # With the opentelemetry-api gem loaded, the current span's context goes in the message headers; a
   # traceparent: given wins; a malformed one is refused before anything is sent. The gem cannot be
   # installed here (no rubygems.org): a stand-in answers OpenTelemetry.propagation.inject as the API does.
