@@ -11,7 +11,7 @@ run N times, each on a new deployment, and sums the losses.
 
     .venv/bin/python -m benchmarks.failover            # ~1 minute
     .venv/bin/python -m benchmarks.failover --durable --runs 20   # the failover window, closed (~15 minutes)
-    .venv/bin/python -m benchmarks.failover --quick    # what tests/test_failover.py runs
+    .venv/bin/python -m benchmarks.failover --quick    # what tests/worker/test_failover.py runs
 """
 
 from __future__ import annotations

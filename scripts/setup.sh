@@ -24,13 +24,13 @@ command -v sidekiq >/dev/null || missing+=(ruby-sidekiq)
 if [ "${WITH_TEST_TOOLS:-0}" = 1 ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v systemd-analyze >/dev/null || missing+=(systemd)
-  # Rails 6.1 from Debian: tests/test_rails_app.py runs deploy/rails inside a real Rails app.
+  # Rails 6.1 from Debian: tests/external/test_rails_app.py runs deploy/rails inside a real Rails app.
   ruby -e 'require "rails"; require "active_record"; require "active_job"; require "sqlite3"' 2>/dev/null ||
     missing+=(ruby-railties ruby-activerecord ruby-activejob ruby-sqlite3)
-  # Simulated hosts (tests/test_hosts.py): network namespaces, veth, a bridge; unshare for hostnames.
+  # Simulated hosts (tests/external/test_hosts.py): network namespaces, veth, a bridge; unshare for hostnames.
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)
-  # The gem's own suite (deploy/rails/test), run by tests/test_gem.py.
+  # The gem's own suite (deploy/rails/test), run by tests/external/test_gem.py.
   ruby -e 'require "minitest"' 2>/dev/null || missing+=(ruby-minitest)
 fi
 if ((${#missing[@]})); then

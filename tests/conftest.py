@@ -42,11 +42,21 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test gets its tier's marker (`unit`, `redis` or `slow`: docs/testing.md, "Tiers"), from the
-    fixtures it uses. Tests marked `long` run only with INFERENCE_LONG_TESTS=1 (docs/testing.md, "Long
-    tests"): they keep the default suite, which CI runs, inside its 20 minutes on two cores."""
+    """Each test gets its tier's marker (`unit`, `redis` or `worker`), `external` when it runs a program
+    outside Python and Redis, and `slow` for either of those (docs/testing.md, "Groups"); a test whose
+    tier is above its folder's stops the run. Tests marked `long` run only with INFERENCE_LONG_TESTS=1
+    (docs/testing.md, "Long tests"): they keep the default suite, which CI runs, inside its 20 minutes
+    on two cores."""
+    if wrong := [reason for item in items if (reason := tiers.misplaced(item))]:
+        raise pytest.UsageError("tests in the wrong folder:\n" + "\n".join(wrong))
     for item in items:
-        item.add_marker(tiers.tier_of(item))
+        tier = tiers.tier_of(item)
+        item.add_marker(tier)
+        external = tiers.is_external(item)
+        if external:
+            item.add_marker(tiers.EXTERNAL)
+        if external or tier == "worker":
+            item.add_marker(tiers.SLOW)
     if long_tests_wanted():
         return
     skip = pytest.mark.skip(reason="a long test: set INFERENCE_LONG_TESTS=1 to run it")
@@ -57,10 +67,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def test_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The running test's tier, in the environment too, where the helpers that start a redis-server or
-    a worker refuse to in a test marked `unit` (tests/support/tiers.py)."""
+    """The running test's tier, and whether it is external, in the environment too: the helpers that
+    start a redis-server or a worker refuse to in a test marked `unit`, and need_program refuses an
+    external program to a test not marked `external` (tests/support/tiers.py)."""
     tier = next(name for name in tiers.TIERS if request.node.get_closest_marker(name))
     monkeypatch.setenv(tiers.TIER_VARIABLE, tier)
+    monkeypatch.setenv(tiers.EXTERNAL_VARIABLE, "1" if request.node.get_closest_marker(tiers.EXTERNAL) else "0")
     return tier
 
 
@@ -152,7 +164,7 @@ def celery_setup_app(inference_worker: WorkerProcess) -> object:
 def installed_gem(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """deploy/rails built with `gem build` and installed into a private GEM_HOME; the environment
     (GEM_PATH) under which `require "inference_tasks"` loads that installed gem."""
-    from ruby_runner import build_gem, install_gem
+    from tests.support.ruby_runner import build_gem, install_gem
 
     workdir = tmp_path_factory.mktemp("gem")
     return install_gem(build_gem(workdir), workdir / "gem-home")

@@ -248,7 +248,7 @@ def _env_kinds() -> dict[str, type]:
     """Each setting read from INFERENCE_<FIELD NAME>, with the type its text is parsed as.
 
     Derived from the Settings fields, so a new setting is one field (plus its DEFAULT_ constant
-    and a line in docs/configuration.md, which tests/test_config.py checks). REDIS_URL keeps its
+    and a line in docs/configuration.md, which tests/unit/test_config.py checks). REDIS_URL keeps its
     conventional unprefixed name.
     """
     hints = typing.get_type_hints(Settings)

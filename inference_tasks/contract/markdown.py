@@ -1,5 +1,5 @@
 """docs/tasks.md's argument tables, rendered from the specs (`python -m inference_tasks.contract.markdown`
-prints them; tests/test_task_contract.py holds the page to them)."""
+prints them; tests/unit/test_task_specs.py holds the page to them)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ class ClassifierHead:
     created_at: float = field(default_factory=time.time)
     # The runtime and precision that embedded its training texts (heads stored before this field
     # existed were all torch f32). Vectors of every runtime in INTERCHANGEABLE_RUNTIMES agree to a
-    # cosine of 0.9999 or better (tests/test_openvino.py), so a head trained on one serves on the other.
+    # cosine of 0.9999 or better (tests/worker/test_openvino.py), so a head trained on one serves on the other.
     backend: str = "torch"
     precision: str | None = "f32"
 

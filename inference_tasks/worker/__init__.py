@@ -1,4 +1,4 @@
-"""The worker process, in layers (each imports only the layers above it in this list; tests/test_layout.py
+"""The worker process, in layers (each imports only the layers above it in this list; tests/unit/test_layout.py
 holds the order): host/ (what the machine offers: cores, threads, GPUs), runtimes/ (the models and the
 libraries that run them), lifecycle/ (the worker context, signal hooks, recycling, remote control),
 celery_ext/ (our extensions of Celery's pool, request and consumer), batching/ (micro-batching) and

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_durable.py: durable pushes to a primary with or without a replica. Prints the
+# Driven by tests/worker/test_durable.py: durable pushes to a primary with or without a replica. Prints the
 # outcome of a durable embed (its task id, or the error), a retry with the same task id, and the
 # client's refusal of bad durable options.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_results_memory.py: results deleted once read (kept with keep: true), compact
+# Driven by tests/worker/test_results_memory.py: results deleted once read (kept with keep: true), compact
 # f32-base64 embeddings, and QueueFull at max_queue_depth; prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_model_pools.py: the Ruby client routes model: "twin" to twin's pool (queue
+# Driven by tests/worker/test_model_pools.py: the Ruby client routes model: "twin" to twin's pool (queue
 # inference.twin) and no model to the default pool; a bad alias is refused before anything is sent.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_results_memory.py while Redis is at maxmemory: the push fails with RedisFull.
+# Driven by tests/worker/test_results_memory.py while Redis is at maxmemory: the push fails with RedisFull.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"
 

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_rails_app.py: inside the Rails app (tests/rails_app, rooted at deploy/rails),
+# Driven by tests/external/test_rails_app.py: inside the Rails app (tests/rails_app, rooted at deploy/rails),
 # create the articles table and save two articles; each after_commit enqueues an embed task with an
 # ActiveJob reply (deploy/rails/app/models/article.rb). Prints their ids and creation times.
 require_relative "../rails_app/config/environment"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Loaded by a real Sidekiq process in tests/test_ruby_client.py: records every reply it receives.
+# Loaded by a real Sidekiq process in tests/external/test_ruby_client.py: records every reply it receives.
 require "json"
 require "sidekiq"
 

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_request_contract.py: every encoding decoded by the Ruby client, rerank with
+# Driven by tests/worker/test_request_contract.py: every encoding decoded by the Ruby client, rerank with
 # top_n and return_documents, and chunks of a long text; prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

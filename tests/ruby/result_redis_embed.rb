@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_result_redis.py: the Ruby client with results on a Redis of their own
+# Driven by tests/worker/test_result_redis.py: the Ruby client with results on a Redis of their own
 # (REDIS_URL: the broker; RESULTS_URL: rediss:// with a password, CA_FILE: its CA); prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_failover.py: the Ruby client on a Sentinel-aware redis client (the form
+# Driven by tests/worker/test_failover.py: the Ruby client on a Sentinel-aware redis client (the form
 # deploy/rails documents), after a failover; prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_sentinel_tls.py: the Ruby client on Sentinel-aware redis clients whose
+# Driven by tests/worker/test_sentinel_tls.py: the Ruby client on Sentinel-aware redis clients whose
 # sentinels and primary listen on TLS only (SENTINEL_PORTS, SENTINEL_MASTER, CA_FILE), with results in
 # database RESULTS_DB (the workers' INFERENCE_RESULT_REDIS_URL); prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_microbatch.py: a Rails-style burst of one-text embeds (enqueue all, then
+# Driven by tests/worker/test_microbatch.py: a Rails-style burst of one-text embeds (enqueue all, then
 # wait), the after_commit pattern that micro-batching serves; prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

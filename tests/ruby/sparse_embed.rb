@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_sparse.py: inference.embed_sparse from Ruby on the sparse model "splade", whole
+# Driven by tests/worker/test_sparse.py: inference.embed_sparse from Ruby on the sparse model "splade", whole
 # and pruned to 4 weights with their tokens; prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

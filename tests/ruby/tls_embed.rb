@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_app.py: the Ruby client over rediss:// with a password and a private CA
+# Driven by tests/worker/test_app.py: the Ruby client over rediss:// with a password and a private CA
 # (REDIS_URL, CA_FILE); prints one JSON report.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))
 require "inference_tasks"

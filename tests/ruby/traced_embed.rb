@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# Driven by tests/test_tracing.py: inference.embed tasks from Ruby, each continuing the trace its
+# Driven by tests/worker/test_tracing.py: inference.embed tasks from Ruby, each continuing the trace its
 # traceparent names (TRACEPARENTS), all enqueued before any is awaited (so the worker batches them);
 # the last also asks for a Sidekiq reply job on queue "traced". Prints the task ids.
 $LOAD_PATH.unshift(File.expand_path("../../deploy/rails/lib", __dir__))

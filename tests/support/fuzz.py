@@ -1,4 +1,4 @@
-"""Hostile wire messages for the fuzzer (tests/test_wire_fuzzer.py), structure-aware: a valid task
+"""Hostile wire messages for the fuzzer (tests/worker/test_wire_fuzzer.py), structure-aware: a valid task
 envelope with one field mutated (its type, size up to and past the limits, encoding, Unicode,
 headers, priority, ids, times), a body whose arguments are mutated, or raw bytes.
 

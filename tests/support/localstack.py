@@ -29,7 +29,7 @@ WORKER_READY_TIMEOUT_S = 120
 WORKER_STOP_TIMEOUT_S = 30
 REDIS_DATABASES = 128
 SUCCEEDED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] succeeded")
-# The test-only tasks (tests/worker_probes.py) are all named "tests.*"; a worker that includes them
+# The test-only tasks (tests/support/worker_probes.py) are all named "tests.*"; a worker that includes them
 # accepts those names from the wire too (screening refuses any name it was not told about).
 INCLUDED_TASK_NAMES = "tests.*"
 # Settings that would leak from the caller's shell into started processes.

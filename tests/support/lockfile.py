@@ -1,6 +1,6 @@
 """Reading requirements/*.lock and checking it against pyproject.toml: every declared requirement held
 at a version that satisfies it, every locked package's own requirements held too, nothing held that
-nothing asks for. tests/test_lock.py runs it on the real files and on planted drift."""
+nothing asks for. tests/unit/test_lock.py runs it on the real files and on planted drift."""
 
 from __future__ import annotations
 

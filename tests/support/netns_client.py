@@ -1,4 +1,4 @@
-"""The client host of tests/test_hosts.py: runs inside its network namespace (the test process has no
+"""The client host of tests/external/test_hosts.py: runs inside its network namespace (the test process has no
 address on the simulated network) and prints one JSON object.
 
     python -m tests.support.netns_client send COUNT TEXTS        # enqueue, print the task ids

@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from tests.support import tiers
+
 
 def on_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -26,7 +28,9 @@ def missing(message: str) -> None:
 
 
 def need_program(program: str, package: str) -> str:
-    """The program's path, or skip/fail (see module docstring)."""
+    """The program's path, or skip/fail (see module docstring). Ruby, Sidekiq, a browser, netns tools and
+    systemd-analyze only in a test marked `external` (tiers.py)."""
+    tiers.refuse_unless_external(program)
     path = shutil.which(program)
     if path is None:
         missing(f"{program} is not installed (apt-get install {package})")

@@ -2,7 +2,7 @@
 
 # The gem's minitest suite. It talks to a real Redis and a real inference_tasks worker (and the
 # trainer, for the training test): REDIS_URL must point at their broker. In this repository,
-# tests/test_gem.py starts both and runs it; by hand:
+# tests/external/test_gem.py starts both and runs it; by hand:
 #   REDIS_URL=redis://127.0.0.1:6379/0 ruby -Ilib -Itest -e 'Dir["test/*_test.rb"].each { |f| require File.expand_path(f) }'
 # (from deploy/rails, with `inference-tasks worker` and `inference-tasks trainer` running).
 require "minitest/autorun"

@@ -14,7 +14,7 @@ The buffer is flushed when the consumer stops, before Celery's Events step close
 (which keeps, and on a clean shutdown drops, what is still buffered).
 
 Overrides Celery's `Consumer.on_send_event_buffered` for the dispatcher the Events step builds
-(pinned in tests/test_upstream_canary.py, listed in docs/upstream.md).
+(pinned in tests/unit/test_upstream_canary.py, listed in docs/upstream.md).
 """
 
 from __future__ import annotations

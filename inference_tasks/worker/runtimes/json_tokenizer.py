@@ -6,7 +6,7 @@ answers the calls the OpenVINO runtime and worker/runtimes/tokens.py make, with 
 tokenizer's: special tokens added by the file's post-processor, truncation that keeps them
 (longest_first, at most `max_length` in all), padding to the longest text of the call with the pad
 token tokenizer_config.json names. A directory without a tokenizer.json (a slow-only tokenizer) is
-read with AutoTokenizer instead (`load_tokenizer`). tests/test_json_tokenizer.py holds it equal to
+read with AutoTokenizer instead (`load_tokenizer`). tests/unit/test_json_tokenizer.py holds it equal to
 AutoTokenizer on varied texts.
 """
 

@@ -14,7 +14,7 @@ sentence-transformers' backend="openvino" where optimum-intel is installed.
 
 Fork safety: the worker's main process only reads the IR (XML parsed, weights memory-mapped) and
 loads the tokenizer; each child compiles the model after the fork (creating OpenVINO's thread pool
-there) and warms it up. tests/test_openvino.py checks that a forked child's first vectors equal a
+there) and warms it up. tests/worker/test_openvino.py checks that a forked child's first vectors equal a
 fresh process's.
 """
 

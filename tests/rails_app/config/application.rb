@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# A minimal Rails app around deploy/rails, for tests/test_rails_app.py. Its root IS deploy/rails, so
+# A minimal Rails app around deploy/rails, for tests/external/test_rails_app.py. Its root IS deploy/rails, so
 # the files shipped there (app/models, app/jobs, config/initializers) load exactly as they would in a
 # real app; only what every Rails app has of its own (this file, ApplicationRecord, ApplicationJob,
 # the schema) lives here. Debian's Rails 6.1 packages, offline; SQLite from DATABASE_URL. The client
