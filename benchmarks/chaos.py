@@ -43,7 +43,7 @@ from benchmarks.harness.chaos.ledger import Collector, Ledger
 from benchmarks.harness.report import write_report
 from benchmarks.harness.stats import percentile
 from benchmarks.harness.workload import DATA, REPO_ROOT
-from inference_tasks.clients.keys import UNACKED_KEY, queue_keys
+from inference_tasks.redis_access.keys import UNACKED_KEY, queue_keys
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 WARM_UP_S = 8  # steady load before the first fault: the memory baseline (--quick: half)

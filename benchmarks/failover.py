@@ -35,8 +35,8 @@ import redis
 from benchmarks.harness.report import write_report
 from benchmarks.harness.stats import percentile
 from benchmarks.harness.workload import REPO_ROOT
-from inference_tasks.clients.keys import UNACKED_KEY, queue_keys, result_key
 from inference_tasks.producer import send
+from inference_tasks.redis_access.keys import UNACKED_KEY, queue_keys, result_key
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support import localstack
 from tests.support.sentinel import start_sentinel_cluster

@@ -42,8 +42,8 @@ from benchmarks.harness.host import stop_cleanly_on_term
 from benchmarks.harness.report import write_report
 from benchmarks.harness.workload import make_batches
 from inference_tasks import producer
-from inference_tasks.clients.queue_state import queue_depth, redis_memory
 from inference_tasks.cores import available_cores
+from inference_tasks.redis_access.queue_state import queue_depth, redis_memory
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support import localstack
 

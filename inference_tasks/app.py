@@ -10,14 +10,14 @@ from urllib.parse import urlsplit
 from celery import Celery
 from kombu.entity import Exchange, Queue
 
-from inference_tasks.clients import sent_at
-from inference_tasks.clients.connections import SENTINEL_TIMEOUT_S
-from inference_tasks.clients.failover import NeverSwitchStrategy
-from inference_tasks.clients.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.codec import RESULT_CONTENT_TYPE, RESULT_SERIALIZER, register_result_codec
 from inference_tasks.config import Settings, load_settings
 from inference_tasks.config.checks import ConfigError
 from inference_tasks.ops.flower_guard import guard_flower
+from inference_tasks.redis_access import sent_at
+from inference_tasks.redis_access.connections import SENTINEL_TIMEOUT_S
+from inference_tasks.redis_access.failover import NeverSwitchStrategy
+from inference_tasks.redis_access.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
     PRIORITY_SEPARATOR,
@@ -57,7 +57,7 @@ def celery_conf(settings: Settings) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "broker_url": settings.redis_url,
         # Never kombu's switch to the next part of a sentinel:// URL: it would replace our transport
-        # with kombu's own (clients/failover.py).
+        # with kombu's own (redis_access/failover.py).
         "broker_failover_strategy": NeverSwitchStrategy("never-switch"),
         # Celery's Redis backend, plus reply jobs from the stored outcome, per-task lifetimes and
         # retries while Redis is full (result_backend.py); "<class>+<url>" is Celery's own form.
@@ -140,7 +140,7 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
         "unacked_restore_throttle": 1,
         # A worker killed while sweeping would otherwise block all sweeps for 5 minutes.
         "unacked_mutex_expire": settings.visibility_timeout_s,
-        # kombu's own key names, stated so clients/keys.py is the one list of what we use.
+        # kombu's own key names, stated so redis_access/keys.py is the one list of what we use.
         "unacked_key": UNACKED_KEY,
         "unacked_index_key": UNACKED_INDEX_KEY,
         "unacked_mutex_key": UNACKED_MUTEX_KEY,

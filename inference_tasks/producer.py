@@ -23,12 +23,12 @@ from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 from kombu.exceptions import OperationalError
 
-from inference_tasks.clients.connections import broker_redis
-from inference_tasks.clients.durable import DURABLE_HEADER, check_durable_options, confirm_replicated
-from inference_tasks.clients.queue_state import queue_depth
-from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.config.catalogue import model_queue
 from inference_tasks.config.defaults import DEFAULT_DURABLE_REPLICAS, DEFAULT_DURABLE_TIMEOUT_S
+from inference_tasks.redis_access.connections import broker_redis
+from inference_tasks.redis_access.durable import DURABLE_HEADER, check_durable_options, confirm_replicated
+from inference_tasks.redis_access.queue_state import queue_depth
+from inference_tasks.redis_access.redis_errors import is_out_of_memory
 from inference_tasks.routing import INFERENCE_QUEUE, MODEL_TASKS, TASK_ROUTES
 
 # While waiting for room in a queue (wait_for_room), the first and longest pause between checks.

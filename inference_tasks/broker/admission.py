@@ -16,8 +16,6 @@ from inference_tasks.broker import dead_letter
 from inference_tasks.broker.dead_letter import DeadLetterPolicy, Refusal
 from inference_tasks.broker.envelope import MalformedMessage, Screening, TooManyRedeliveries, screen
 from inference_tasks.broker.limits import LIMIT_OPTIONS, ScreeningLimits, limits_from_options
-from inference_tasks.clients.durable import DURABLE_HEADER
-from inference_tasks.clients.keys import durable_claim_key, redelivery_key
 from inference_tasks.config.defaults import (
     DEFAULT_DEAD_LETTER_MAX,
     DEFAULT_DEAD_LETTER_TTL_S,
@@ -29,6 +27,8 @@ from inference_tasks.config.defaults import (
     DEFAULT_MAX_NESTING_DEPTH,
     DEFAULT_MAX_REDELIVERIES,
 )
+from inference_tasks.redis_access.durable import DURABLE_HEADER
+from inference_tasks.redis_access.keys import durable_claim_key, redelivery_key
 from inference_tasks.routing import PUBLIC_TASKS
 from inference_tasks.tracing.config import ADMITTED_AT_HEADER, TAKEN_AT_HEADER
 

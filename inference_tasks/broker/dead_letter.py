@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from inference_tasks.broker.limits import (
     within_depth,
 )
 from inference_tasks.broker.replies import SIDEKIQ_REPLY_HEADER, reply_spec_problem
-from inference_tasks.clients.durable import DURABLE_HEADER
+from inference_tasks.redis_access.durable import DURABLE_HEADER
 from inference_tasks.routing import SENT_AT_HEADER
 
 ACCEPTED_CONTENT_TYPE = "application/json"

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.lua import script
+from inference_tasks.redis_access.redis_errors import is_out_of_memory
 
 logger = logging.getLogger(__name__)
 

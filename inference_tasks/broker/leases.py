@@ -18,8 +18,8 @@ from typing import Any
 from celery import bootsteps
 from celery.worker import state as worker_state
 
-from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.lua import script
+from inference_tasks.redis_access.redis_errors import is_out_of_memory
 
 logger = logging.getLogger(__name__)
 

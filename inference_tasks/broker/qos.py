@@ -17,7 +17,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
 from inference_tasks import codec
-from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.redis_access.redis_errors import is_out_of_memory
 
 logger = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from inference_tasks import codec
-from inference_tasks.clients.connections import sidekiq_redis
-from inference_tasks.clients.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
-from inference_tasks.clients.redis_errors import is_out_of_memory
+from inference_tasks.redis_access.connections import sidekiq_redis
+from inference_tasks.redis_access.keys import SIDEKIQ_QUEUES_KEY, sidekiq_queue_key
+from inference_tasks.redis_access.redis_errors import is_out_of_memory
 from inference_tasks.tracing.spans import current_trace_headers, span
 
 if TYPE_CHECKING:

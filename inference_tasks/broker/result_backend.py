@@ -43,8 +43,8 @@ from celery.exceptions import BackendStoreError, Reject
 from kombu.utils.encoding import bytes_to_str
 
 from inference_tasks.broker import replies
-from inference_tasks.clients.redis_errors import is_out_of_memory
 from inference_tasks.lua import script
+from inference_tasks.redis_access.redis_errors import is_out_of_memory
 from inference_tasks.routing import LONG_LIVED_RESULT_TASKS
 from inference_tasks.tracing.spans import span
 

@@ -26,7 +26,7 @@ from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import requested_reply
 from inference_tasks.broker.fetch import DEFAULT_WAIT_S, Fetcher, Taken
 from inference_tasks.broker.qos import QoS
-from inference_tasks.clients.keys import FETCH_RETRY_KEY, priority_list_key
+from inference_tasks.redis_access.keys import FETCH_RETRY_KEY, priority_list_key
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class Channel(kombu_redis.Channel, Admission):
         return None
 
     def list_key(self, queue: str, step: int) -> str:
-        """The Redis list holding `queue`'s messages of priority `step` (clients/keys.py names them for
+        """The Redis list holding `queue`'s messages of priority `step` (redis_access/keys.py names them for
         every reader: kombu's producers, ours and the Ruby client push there)."""
         return priority_list_key(queue, self.priority(step))
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import redis
 
-from inference_tasks.clients.keys import CLASSIFIER_NAMES_KEY
-from inference_tasks.clients.keys import classifier_key as _key
 from inference_tasks.codec import decode_vectors, encode_vectors
 from inference_tasks.lua import script
+from inference_tasks.redis_access.keys import CLASSIFIER_NAMES_KEY
+from inference_tasks.redis_access.keys import classifier_key as _key
 
 # Runtimes whose vectors for the same model agree within the accuracy gate (cosine >= 0.999, label
 # agreement >= 99 %; measured >= 0.9999): a head trained with one serves on any other.

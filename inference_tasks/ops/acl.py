@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from inference_tasks.clients.keys import (
+from inference_tasks.redis_access.keys import (
     CLASSIFIER_NAMES_KEY,
     DEAD_LETTER_KEY,
     DURABLE_CLAIM_KEY_PREFIX,

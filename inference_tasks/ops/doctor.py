@@ -278,7 +278,7 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
 
 def run_doctor(app: Any, console: Any, check_the_model: bool = True, timeout: float = 2.0) -> int:
     """Every check, printed; the exit code: 0 when all are OK, 1 otherwise."""
-    from inference_tasks.clients.connections import broker_redis, result_redis
+    from inference_tasks.redis_access.connections import broker_redis, result_redis
 
     checks = redis_checks(*read_redis(broker_redis(app.settings)))
     broker_ok = checks[0].ok

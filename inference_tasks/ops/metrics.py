@@ -17,8 +17,8 @@ from typing import Any
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from inference_tasks.clients import queue_state
-from inference_tasks.clients.connections import broker_redis, result_redis
+from inference_tasks.redis_access import queue_state
+from inference_tasks.redis_access.connections import broker_redis, result_redis
 
 DEFAULT_BROADCAST_TIMEOUT_S = 1.0
 

@@ -86,7 +86,7 @@ def probe(
 
 
 def _ping(settings: Settings) -> None:
-    from inference_tasks.clients.connections import uncached_broker_redis
+    from inference_tasks.redis_access.connections import uncached_broker_redis
 
     client = uncached_broker_redis(settings)
     client.connection_pool.connection_kwargs.update(socket_connect_timeout=1.0, socket_timeout=1.0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.clients import queue_state
-from inference_tasks.clients.connections import broker_redis, result_redis
+from inference_tasks.redis_access import queue_state
+from inference_tasks.redis_access.connections import broker_redis, result_redis
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings

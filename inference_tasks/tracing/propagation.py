@@ -1,6 +1,6 @@
 """The producer side: the caller's current W3C trace context into each task message's headers.
 
-Celery's public before_task_publish signal (as clients/sent_at.py) adds `traceparent` and
+Celery's public before_task_publish signal (as redis_access/sent_at.py) adds `traceparent` and
 `tracestate` from OpenTelemetry's propagator when the calling process has a valid current span. A
 process that never imported OpenTelemetry has no trace to continue, so the check costs one dictionary
 lookup and imports nothing. Headers the caller set itself (a traceparent forwarded by hand) are kept.

@@ -13,8 +13,8 @@ import redis
 from inference_tasks.app import create_app
 from inference_tasks.broker.fetch import Fetcher, Step
 from inference_tasks.broker.leases import renew
-from inference_tasks.clients.keys import DEAD_LETTER_KEY, FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
 from inference_tasks.config import Settings
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY, FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import redis_client, start_redis
 from tests.support.waiting import wait_until

@@ -10,8 +10,8 @@ import pytest
 from kombu import Consumer, Queue
 
 from inference_tasks.app import create_app
-from inference_tasks.clients.keys import DEAD_LETTER_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
 from inference_tasks.config import Settings
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import redis_client
 from tests.support.waiting import wait_until

@@ -261,7 +261,7 @@ def test_a_failure_while_delivering_a_screened_message_refuses_it_instead_of_rai
     its unacked record removed, and the consumer's drain_events does not raise."""
     from kombu import Consumer, Exchange, Queue
 
-    from inference_tasks.clients.keys import DEAD_LETTER_KEY
+    from inference_tasks.redis_access.keys import DEAD_LETTER_KEY
 
     url = fresh_redis_url()
     app = producer_app(url)

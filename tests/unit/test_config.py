@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from inference_tasks.clients.connections import new_redis
 from inference_tasks.config import Settings
 from inference_tasks.config.checks import ConfigError
 from inference_tasks.config.defaults import DEFAULT_MAX_TASKS_PER_CHILD, DEFAULT_MODEL, DEFAULT_REDIS_URL
 from inference_tasks.cores import available_cores
+from inference_tasks.redis_access.connections import new_redis
 
 
 def test_settings_built_by_hand_probe_no_hardware_and_read_no_environment(monkeypatch):

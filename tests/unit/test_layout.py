@@ -179,9 +179,9 @@ def test_every_top_level_module_is_checked_as_producer_side() -> None:
 
 
 def test_producer_side_redis_helpers_import_no_broker_or_worker_code() -> None:
-    """clients/ is what producers use of Redis: it reaches neither the transport nor any worker code."""
+    """redis_access/ is what producers use of Redis: it reaches neither the transport nor any worker code."""
     graph = import_graph()
-    clients = [name for name in graph if name.startswith("inference_tasks.clients")]
+    clients = [name for name in graph if name.startswith("inference_tasks.redis_access")]
     assert len(clients) >= 4
     for name in clients:
         leaked = sorted(m for m in reachable(graph, name) if m.startswith((*WORKER_ONLY, "inference_tasks.broker")))

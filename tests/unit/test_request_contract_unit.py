@@ -10,10 +10,10 @@ import pytest
 from sentence_transformers.util.quantization import quantize_embeddings
 
 from benchmarks.harness.passes import fixed_size_passes, padded_tokens
-from inference_tasks.clients.sent_at import stamp_sent_at
 from inference_tasks.codec import decode_embeddings
 from inference_tasks.config.catalogue import ModelEntry
 from inference_tasks.contract.options import check_dimensions, document_prompt, query_prompt, resolve_prompt
+from inference_tasks.redis_access.sent_at import stamp_sent_at
 from inference_tasks.routing import EMBED_TASK, SENT_AT_HEADER, WORKER_INFO_TASK
 from inference_tasks.validation import InvalidInput
 from inference_tasks.worker.runtimes.passes import forward_passes

@@ -71,15 +71,15 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.connection:Connection.switch": (
         "2b1f8abee4fecb28",
-        "clients/failover.py (a switch re-parses the next URL's scheme into kombu's own transport)",
+        "redis_access/failover.py (a switch re-parses the next URL's scheme into kombu's own transport)",
     ),
     "kombu.connection:Connection.maybe_switch_next": (
         "4224624771e9d4cf",
-        "clients/failover.NeverSwitch (kombu switches only while its cycle is truthy)",
+        "redis_access/failover.NeverSwitch (kombu switches only while its cycle is truthy)",
     ),
     "kombu.connection:Connection.__init__": (
         "e9c58f881d0ae418",
-        "clients/failover.NeverSwitch (the cycle is built from the alternates; one entry consumed at once)",
+        "redis_access/failover.NeverSwitch (the cycle is built from the alternates; one entry consumed at once)",
     ),
     "kombu.transport.redis:Channel._create_client": (
         "dae92bc4075dafb9",

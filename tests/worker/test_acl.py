@@ -14,9 +14,9 @@ import sys
 import pytest
 import redis
 
-from inference_tasks.clients.keys import UNACKED_KEY, classifier_key
 from inference_tasks.ops.acl import ROLES, role_rules
 from inference_tasks.producer import collect, send
+from inference_tasks.redis_access.keys import UNACKED_KEY, classifier_key
 from inference_tasks.routing import EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE
 from tests.support.local import clean_env, running_flower
 from tests.support.localstack import PLAIN_WORKER, PRESET_TRAINER, REPO_ROOT, producer_app, start_redis

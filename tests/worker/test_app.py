@@ -11,8 +11,8 @@ import pytest
 from celery import Celery
 
 from inference_tasks.app import TASK_MODULES, celery_conf, create_app, is_inference_app
-from inference_tasks.clients.keys import queue_keys
 from inference_tasks.config import Settings
+from inference_tasks.redis_access.keys import queue_keys
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE, WORKER_INFO_TASK
 from tests.support.local import clean_env, start_redis
 from tests.support.localstack import REPO_ROOT

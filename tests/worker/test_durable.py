@@ -13,9 +13,9 @@ import pytest
 import redis
 from kombu.exceptions import OperationalError
 
-from inference_tasks.clients.durable import DURABLE_HEADER
-from inference_tasks.clients.keys import durable_claim_key, queue_keys, result_key
 from inference_tasks.producer import NotReplicated, collect, send
+from inference_tasks.redis_access.durable import DURABLE_HEADER
+from inference_tasks.redis_access.keys import durable_claim_key, queue_keys, result_key
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.localstack import producer_app, start_redis, start_replica
 from tests.support.ruby_runner import ruby

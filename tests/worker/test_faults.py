@@ -23,7 +23,7 @@ from collections import Counter
 import pytest
 from celery.exceptions import TimeoutError
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from tests.support.local import redis_client, start_redis
 from tests.support.localstack import RedisServer, producer_app

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from inference_tasks import producer
-from inference_tasks.clients.connections import redis_for
 from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.cores import available_cores
 from inference_tasks.ml import store
+from inference_tasks.redis_access.connections import redis_for
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK
 from inference_tasks.worker.runtimes.loading import resolve_model_path
 from tests.support.localstack import REPO_ROOT, producer_app

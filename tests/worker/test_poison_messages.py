@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK
 from tests.support.local import redis_client
 from tests.support.waiting import wait_until

@@ -247,7 +247,7 @@ def test_classify_reports_usage_per_text(app, local_model):
 def test_a_raw_producer_without_a_send_stamp_gets_no_queue_time(app, inference_worker):
     from celery.result import AsyncResult
 
-    from inference_tasks.clients.connections import redis_for
+    from inference_tasks.redis_access.connections import redis_for
 
     message = task_message(EMBED_TASK, [["a raw producer's text"]])
     redis_for(inference_worker.redis_url).lpush("inference", encode(message))

@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from inference_tasks.app import create_app
-from inference_tasks.clients.keys import RESULT_KEY_PREFIX, corpus_page_key
 from inference_tasks.config import Settings
+from inference_tasks.redis_access.keys import RESULT_KEY_PREFIX, corpus_page_key
 from inference_tasks.routing import EMBED_CORPUS_TASK, EMBED_TASK, INFERENCE_QUEUE, TRAINING_QUEUE
 from tests.support.local import clean_env, start_redis
 from tests.support.localstack import REPO_ROOT

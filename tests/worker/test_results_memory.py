@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from inference_tasks import codec, producer
-from inference_tasks.clients.keys import DEAD_LETTER_KEY, UNACKED_KEY
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY, UNACKED_KEY
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import redis_client, start_redis
 from tests.support.ruby_runner import ruby

@@ -14,8 +14,8 @@ import redis
 from redis.sentinel import Sentinel
 
 from inference_tasks.app import create_app
-from inference_tasks.clients.keys import result_key
 from inference_tasks.config import Settings
+from inference_tasks.redis_access.keys import result_key
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY, UNACKED_INDEX_KEY, UNACKED_KEY, queue_keys, result_key
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY, UNACKED_INDEX_KEY, UNACKED_KEY, queue_keys, result_key
 from inference_tasks.routing import INFERENCE_QUEUE
 from tests.support.fuzz import Fuzzed, hostile_message
 from tests.support.local import redis_client

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from tests.support.control import worker_report
 from tests.support.events import EventRecorder

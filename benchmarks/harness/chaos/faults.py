@@ -23,7 +23,7 @@ import redis
 
 from benchmarks.harness.chaos.fleet import Fleet, FleetWorker
 from benchmarks.harness.chaos.ledger import Ledger
-from inference_tasks.clients.keys import queue_keys
+from inference_tasks.redis_access.keys import queue_keys
 from inference_tasks.routing import EMBED_TASK, INFERENCE_QUEUE
 from tests.support.wire import encode, task_message
 

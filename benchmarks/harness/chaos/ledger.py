@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY, UNACKED_KEY, queue_keys, result_key, sidekiq_queue_key
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY, UNACKED_KEY, queue_keys, result_key, sidekiq_queue_key
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 FINAL_STATES = ("SUCCESS", "FAILURE", "REVOKED")

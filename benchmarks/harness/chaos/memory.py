@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.clients.keys import DURABLE_CLAIM_KEY_PREFIX, REDELIVERY_KEY_PREFIX
+from inference_tasks.redis_access.keys import DURABLE_CLAIM_KEY_PREFIX, REDELIVERY_KEY_PREFIX
 
 if TYPE_CHECKING:
     import redis

@@ -27,7 +27,7 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 from vine import promise as vine_promise
 
-from inference_tasks.clients.redis_errors import is_out_of_memory, missing_grant_message, permission_error_in
+from inference_tasks.redis_access.redis_errors import is_out_of_memory, missing_grant_message, permission_error_in
 from inference_tasks.worker.celery_ext.request import refuse_message, requeue_message
 from inference_tasks.worker.lifecycle.context import current
 

@@ -29,8 +29,8 @@ from celery.signals import (
 
 from inference_tasks import devices
 from inference_tasks.app import is_inference_app as ours
-from inference_tasks.clients import queue_state
-from inference_tasks.clients.connections import broker_redis, uncached_broker_redis
+from inference_tasks.redis_access import queue_state
+from inference_tasks.redis_access.connections import broker_redis, uncached_broker_redis
 from inference_tasks.tracing.config import tracing_configured
 from inference_tasks.worker.host import thread_budget, threads
 from inference_tasks.worker.lifecycle import (

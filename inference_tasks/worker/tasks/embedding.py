@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Task, shared_task
 
-from inference_tasks.clients.connections import broker_redis
 from inference_tasks.contract.options import encode_options, query_prompt
 from inference_tasks.contract.specs import CLASSIFY, EMBED
 from inference_tasks.ml import store
+from inference_tasks.redis_access.connections import broker_redis
 from inference_tasks.routing import (
     CLASSIFY_TASK,
     EMBED_TASK,

@@ -16,11 +16,11 @@ import numpy as np
 from celery import Task, shared_task
 
 from inference_tasks import codec
-from inference_tasks.clients.connections import broker_redis, result_redis
-from inference_tasks.clients.keys import corpus_page_key
 from inference_tasks.contract.specs import EMBED_CORPUS, TRAIN_CLASSIFIER
 from inference_tasks.ml import store
 from inference_tasks.ml.training import TRAIN_EPOCHS, accuracy, fit_softmax_head, stratified_split
+from inference_tasks.redis_access.connections import broker_redis, result_redis
+from inference_tasks.redis_access.keys import corpus_page_key
 from inference_tasks.routing import (
     EMBED_CORPUS_TASK,
     JSON_ENCODING,

@@ -16,7 +16,7 @@ KEY_PREFIX = "inference-tasks"
 DEAD_LETTER_KEY = f"{KEY_PREFIX}:dead-letter"
 # Per task id: how often its message was handed out (bounded redelivery, broker/transport.py).
 REDELIVERY_KEY_PREFIX = f"{KEY_PREFIX}:redeliveries:"
-# Durable enqueue (clients/durable.py): the key a durable push writes after its message, so that
+# Durable enqueue (redis_access/durable.py): the key a durable push writes after its message, so that
 # WAIT on the same connection pool covers the push; and per durable task id the delivery tag of
 # the first message a worker took with that id (a producer's retry after NotReplicated may have
 # pushed a second one: broker/transport.py runs only the first).
@@ -25,7 +25,7 @@ DURABLE_CLAIM_KEY_PREFIX = f"{KEY_PREFIX}:durable-claims:"
 # A key that never holds anything: a consumer whose take Redis refused (full) waits on it, server-side,
 # before taking again (broker/fetch.py).
 FETCH_RETRY_KEY = f"{KEY_PREFIX}:fetch-retry"
-# Recent task failures for `inference-tasks status` (clients/queue_state.py).
+# Recent task failures for `inference-tasks status` (redis_access/queue_state.py).
 RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,
 # every version, and `latest`.

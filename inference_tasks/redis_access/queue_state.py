@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.clients.keys import DEAD_LETTER_KEY, RECENT_FAILURES_KEY, UNACKED_KEY, queue_keys
+from inference_tasks.redis_access.keys import DEAD_LETTER_KEY, RECENT_FAILURES_KEY, UNACKED_KEY, queue_keys
 from inference_tasks.routing import PRIORITY_STEPS, QUEUES
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inference_tasks.clients.keys import DURABLE_FENCE_KEY
+from inference_tasks.redis_access.keys import DURABLE_FENCE_KEY
 
 # A message header saying its producer pushed it durably, and may push it again with the same task
 # id after NotReplicated; a worker then runs the first message it takes with that id only.
