@@ -1,9 +1,10 @@
 """What the atomic take (broker/fetch.py) costs an idle worker: a one-text task's time from push to
 stored result when it arrives on the list the worker's wait watches (priority 0 of the queue the
 last task came from), on one it does not watch (priority 5), and alternating between the worker's
-two queues (`inference` and the model's own, `inference.minilm`), alternated round by round; then
-tasks sent back to back (the worker never waits). One worker, one child, micro-batching off,
-redis-server on loopback.
+two queues (`inference` and the model's own, `inference.minilm`), alternated round by round, by a
+worker woken on every push (broker/wakeup.py, the default) and one that waits on one list
+(INFERENCE_WAKE_ON_PUSH=false); then tasks sent back to back (the worker never waits). Each worker
+one child, micro-batching off, its own database of one redis-server on loopback.
 
     .venv/bin/python -m benchmarks.take            # ~1 minute
     .venv/bin/python -m benchmarks.take --quick
@@ -27,6 +28,8 @@ from inference_tasks.producer import send
 from inference_tasks.routing import EMBED_TASK
 from tests.support.localstack import start_redis, start_worker
 
+# INFERENCE_WAKE_ON_PUSH: woken on every push to its lists, or waiting on one list.
+WAKE = {"true": "woken", "false": "one list"}
 CONFIGS = {
     "priority 0 (watched)": lambda index: {"priority": 0},
     "priority 5 (not watched)": lambda index: {"priority": 5},
@@ -50,30 +53,38 @@ def main() -> None:
         args.tasks, args.rounds = 10, 1
     work = Path(tempfile.mkdtemp(prefix="bench-take-"))
     server = start_redis(work / "redis")
-    worker = start_worker(
-        "take", server.url(0), work, dict(os.environ), concurrency=1, microbatch_max_texts=0, task_events="false"
-    )
+    workers = {
+        wake: start_worker(
+            f"take-{wake}", server.url(db), work, dict(os.environ), concurrency=1, microbatch_max_texts=0,
+            task_events="false", wake_on_push=wake,
+        )
+        for db, wake in enumerate(WAKE)
+    }  # fmt: skip
     try:
-        one_at_a_time(sender(worker.app, "priority 0 (watched)"), 5)  # the model warm, connections made
-        took: dict[str, list[float]] = {name: [] for name in CONFIGS}
-        for _, name in alternated(list(took), args.rounds):
-            took[name] += one_at_a_time(sender(worker.app, name), args.tasks)
-        rate = all_at_once(lambda index: send(worker.app, EMBED_TASK, args=[[f"back to back {index}"]]), args.tasks * 4)
+        for worker in workers.values():
+            one_at_a_time(sender(worker.app, "priority 0 (watched)"), 5)  # the model warm, connections made
+        took: dict[tuple[str, str], list[float]] = {(wake, name): [] for wake in WAKE for name in CONFIGS}
+        for _, (wake, name) in alternated(list(took), args.rounds):
+            took[wake, name] += one_at_a_time(sender(workers[wake].app, name), args.tasks)
+        app = workers["true"].app
+        rate = all_at_once(lambda index: send(app, EMBED_TASK, args=[[f"back to back {index}"]]), args.tasks * 4)
     finally:
-        worker.stop()
+        for worker in workers.values():
+            worker.stop()
         server.process.terminate()
         server.process.wait(timeout=10)
     rows = {
-        name: {
+        f"{WAKE[wake]}, {name}": {
             "tasks": len(values),
             "p50_ms": 1000 * percentile(values, 0.5),
             "p99_ms": 1000 * percentile(values, 0.99),
         }
-        for name, values in took.items()
+        for (wake, name), values in took.items()
     }
-    print(f"CPU: {cpu_name()}; one worker, one child, micro-batching off, {args.rounds} alternated rounds")
+    setup = "two workers (woken, one list), one child each, micro-batching off"
+    print(f"CPU: {cpu_name()}; {setup}, {args.rounds} alternated rounds")
     for name, row in rows.items():
-        print(f"{name:<26} push to result p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms")
+        print(f"{name:<44} push to result p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms")
     print(f"back to back ({args.tasks * 4} tasks): {rate:.0f} tasks/s")
     write_report(args.out, "take", {"rounds": args.rounds, "results": rows, "back_to_back_tasks_per_s": rate})
 

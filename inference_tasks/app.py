@@ -152,6 +152,7 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
         "accepted_tasks": [*PUBLIC_TASKS, *settings.extra_task_names],
         "max_redeliveries": settings.max_redeliveries,
         "trace_stamps": tracing_configured(os.environ),
+        "wake_on_push": settings.wake_on_push,
         "dead_letter_max": settings.dead_letter_max,
         "dead_letter_ttl": settings.dead_letter_ttl_s,
         "durable_claim_ttl": settings.durable_claim_ttl_s,

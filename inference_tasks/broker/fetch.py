@@ -8,13 +8,16 @@ the oldest message of the first non-empty list and writes its record in the same
 that never arrives leaves a record, and the sweep puts the message back after the visibility
 timeout.
 
-Lua cannot block, so a consumer with nothing to take waits with `BLMOVE list list RIGHT RIGHT`,
-which returns as soon as its list has a message without taking it (the list is unchanged), then
-takes again. One list is watched per wait: the priority 0 list of the queue the last message came
-from (where traffic is). Redis ends a blocking command's timeout on its own timer (every 100 ms at
-its default `hz` 10), so the wait is `wait_s` rounded up to that tick: a message on another list (a
-priority list, a second queue) waits for the tick while the consumer is idle (docs/benchmarks.md
-measures it), and is taken at once while the consumer is busy.
+Lua cannot block, so a consumer with nothing to take waits, then takes again. With a `Waker`
+(wakeup.py: Redis tells the main process of every write to the consumer's lists) it waits on a
+doorbell list of its own, rung by such a write: a message on any of its lists is taken at once.
+Without one (tracking refused or failed) it waits with `BLMOVE list list RIGHT RIGHT`, which returns
+as soon as its list has a message without taking it (the list is unchanged): one list per wait, the
+priority 0 list of the queue the last message came from (where traffic is). Redis ends a blocking
+command's timeout on its own timer (every 100 ms at its default `hz` 10), so the wait is `wait_s`
+rounded up to that tick: there, a message on another list (a priority list, a second queue) waits
+for the tick while the consumer is idle (docs/benchmarks.md measures both), and is taken at once
+while the consumer is busy.
 
 The record is kombu's format, `[message, exchange, routing key]`, with the anonymous exchange and
 the queue the message came from as routing key, so kombu's sweep, requeue and close put it back
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from inference_tasks.broker.wakeup import Waker
 from inference_tasks.lua import script
 from inference_tasks.redis_access.redis_errors import is_out_of_memory
 
@@ -58,6 +62,7 @@ class Taken:
     tag: str
 
 
+# (A wait on a waker's doorbell is a BLPOP; its reply, like BLMOVE's, is read and dropped.)
 REPLY_NAMES = {Step.TAKE: "EVAL", Step.WAIT: "BLMOVE", Step.RETRY: "BLPOP"}
 
 
@@ -76,11 +81,19 @@ class Fetcher:
         self.in_flight: tuple[Step, list[tuple[str, str]], str] | None = None
         self.failing_since: float | None = None
         self.last_log: float | None = None
+        # Set by the channel where the worker's event loop can read tracking notices (wakeup.py).
+        self.waker: Waker | None = None
 
     def next_command(self, lists: list[tuple[str, str]], timeout: float) -> tuple[Any, ...]:
         """The command's arguments, for `send_command`. `lists`: (list key, queue) in the order to
         serve, priority 0 first (kombu's order)."""
         step = self.step
+        waker = self.waker
+        if step is Step.WAIT and waker is not None and waker.listening(key for key, _ in lists):
+            if not waker.take_pending():
+                self.in_flight = (step, lists, "")
+                return waker.wait_command(timeout)
+            step = self.step = Step.TAKE  # a list was written since the last take: take again
         if step is Step.TAKE:
             tag = str(uuid.uuid4())
             keys = [self.unacked_key, self.unacked_index_key, *(key for key, _ in lists)]
@@ -102,10 +115,14 @@ class Fetcher:
         left its unacked record, which the sweep returns to its queue)."""
         self.in_flight = None
         self.step = Step.TAKE
+        if self.waker is not None:
+            self.waker.waiting = False
 
     def on_reply(self, reply: Any) -> Taken | None:
         """The message taken, if the command was a take that found one; the next step is set."""
         sent, self.in_flight = self.in_flight, None
+        if self.waker is not None:
+            self.waker.waiting = False
         if sent is None or sent[0] is not Step.TAKE:
             self.step = Step.TAKE
             return None
@@ -122,6 +139,8 @@ class Fetcher:
     def on_error(self, error: Exception) -> None:
         """A take Redis refused (full, or anything else a script can fail with): retry after a pause."""
         self.in_flight = None
+        if self.waker is not None:
+            self.waker.waiting = False
         self.step = Step.RETRY
         now = time.monotonic()
         if self.failing_since is None:

@@ -26,6 +26,7 @@ from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import requested_reply
 from inference_tasks.broker.fetch import DEFAULT_WAIT_S, Fetcher, Taken
 from inference_tasks.broker.qos import QoS
+from inference_tasks.broker.wakeup import Waker
 from inference_tasks.redis_access.keys import FETCH_RETRY_KEY, priority_list_key
 
 logger = logging.getLogger(__name__)
@@ -67,8 +68,10 @@ class Channel(kombu_redis.Channel, Admission):
         "durable_claim_ttl",
         "fetch_wait_s",
         "trace_stamps",
+        "wake_on_push",
     )
     fetch_wait_s = DEFAULT_WAIT_S
+    wake_on_push = False
     # Whether the command in flight on the BRPOP connection is fetch.py's (take, wait, retry) or
     # kombu's BRPOP (remote-control reply queues).
     taking = False
@@ -82,6 +85,8 @@ class Channel(kombu_redis.Channel, Admission):
         """Write the acks still pending (QoS.ack) while the channel's connection pool is still there;
         then kombu's close (which drops the pool, then restores unacked messages: QoS says when not)."""
         self.qos.write_acks()
+        if self.fetcher is not None and self.fetcher.waker is not None:
+            self.fetcher.waker.stop()
         super().close()
 
     @contextmanager
@@ -161,6 +166,8 @@ class Channel(kombu_redis.Channel, Admission):
         if self.fetcher is None:
             unacked = (prefix + self.unacked_key, prefix + self.unacked_index_key)
             self.fetcher = Fetcher(*unacked, prefix + FETCH_RETRY_KEY, self.fetch_wait_s)
+            if self.wake_on_push and (loop := getattr(self.connection, "event_loop", None)) is not None:
+                self.fetcher.waker = Waker(self.pool, loop, self.fetch_wait_s)
         lists = [(prefix + self.list_key(queue, step), queue) for step in self.priority_steps for queue in queues]
         command = self.fetcher.next_command(lists, self.brpop_timeout if timeout is None else timeout)
         self.taking = True
@@ -256,6 +263,14 @@ class Transport(kombu_redis.Transport):
     """kombu's Redis transport with the screening channel."""
 
     Channel = Channel
+    # The worker's event loop (kombu's hub), where a channel's Waker reads tracking notices; None in a
+    # producer, or a consumer without one (its channels wait as before).
+    event_loop: Any = None
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        """kombu's (the channels' reads driven by the hub), keeping the hub for the wakers (wakeup.py)."""
+        self.event_loop = loop
+        super().register_with_event_loop(connection, loop)
 
 
 class SentinelChannel(Channel, kombu_redis.SentinelChannel):

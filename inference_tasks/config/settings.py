@@ -94,6 +94,10 @@ class Settings:
     # The worker publishes its buffered task events this often, all in one message (0: Celery's own
     # flush at every turn of the event loop, one PUBLISH per task when busy); worker/celery_ext/task_events.py.
     task_events_flush_ms: int = defaults.DEFAULT_TASK_EVENTS_FLUSH_MS
+    # An idle worker is woken by Redis' client-side tracking when any list it consumes is written
+    # (broker/wakeup.py); off, or refused by Redis, it waits on one list and takes the others at Redis'
+    # next timer tick (up to 100 ms).
+    wake_on_push: bool = True
     max_message_bytes: int = defaults.DEFAULT_MAX_MESSAGE_BYTES
     max_nesting_depth: int = defaults.DEFAULT_MAX_NESTING_DEPTH
     max_argument_depth: int = defaults.DEFAULT_MAX_ARGUMENT_DEPTH

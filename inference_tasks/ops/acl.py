@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from inference_tasks.redis_access.keys import (
     CLASSIFIER_NAMES_KEY,
     DEAD_LETTER_KEY,
+    DOORBELL_KEY_PREFIX,
     DURABLE_CLAIM_KEY_PREFIX,
     DURABLE_FENCE_KEY,
     FETCH_RETRY_KEY,
+    INVALIDATE_CHANNEL,
     KEY_PREFIX,
     RECENT_FAILURES_KEY,
     REDELIVERY_KEY_PREFIX,
@@ -98,7 +100,10 @@ CONTROL_QUEUES = ("*.celery.pidbox*",)
 UNACKED = (UNACKED_KEY, UNACKED_INDEX_KEY, UNACKED_MUTEX_KEY)
 WORKER_RECORDS = (
     DEAD_LETTER_KEY, f"{REDELIVERY_KEY_PREFIX}*", f"{DURABLE_CLAIM_KEY_PREFIX}*", RECENT_FAILURES_KEY, FETCH_RETRY_KEY,
+    f"{DOORBELL_KEY_PREFIX}*",
 )  # fmt: skip
+# Waking an idle consumer (broker/wakeup.py): client-side tracking, its notices' channel.
+WAKEUP = "+client|tracking"
 HEADS = (CLASSIFIER_NAMES_KEY, f"{KEY_PREFIX}:classifier:*")
 SIDEKIQ = ("queue:*", SIDEKIQ_QUEUES_KEY)
 
@@ -120,14 +125,14 @@ def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
     ]  # fmt: skip
     if role == "worker":
         return " ".join([
-            DATA, CONNECTION, keys(*worker_keys, read_only=HEADS),
-            channels(*RESULTS, *fanout, *gossip(db)),
+            DATA, CONNECTION, WAKEUP, keys(*worker_keys, read_only=HEADS),
+            channels(*RESULTS, *fanout, *gossip(db), INVALIDATE_CHANNEL),
         ])  # fmt: skip
     if role == "trainer":
         return " ".join([
-            DATA, CONNECTION,
+            DATA, CONNECTION, WAKEUP,
             keys(*worker_keys, *HEADS, f"{KEY_PREFIX}:corpus:*", read_only=(SOURCES_PATTERN,)),
-            channels(*RESULTS, *fanout, *gossip(db)),
+            channels(*RESULTS, *fanout, *gossip(db), INVALIDATE_CHANNEL),
         ])  # fmt: skip
     if role == "operator":
         return " ".join([

@@ -25,6 +25,10 @@ DURABLE_CLAIM_KEY_PREFIX = f"{KEY_PREFIX}:durable-claims:"
 # A key that never holds anything: a consumer whose take Redis refused (full) waits on it, server-side,
 # before taking again (broker/fetch.py).
 FETCH_RETRY_KEY = f"{KEY_PREFIX}:fetch-retry"
+# An idle consumer's doorbell (broker/wakeup.py): rung when one of its lists is written.
+DOORBELL_KEY_PREFIX = f"{KEY_PREFIX}:doorbell:"
+# Where Redis' client-side tracking sends its notices to a RESP2 connection (broker/wakeup.py).
+INVALIDATE_CHANNEL = "__redis__:invalidate"
 # Recent task failures for `inference-tasks status` (redis_access/queue_state.py).
 RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,

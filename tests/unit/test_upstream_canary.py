@@ -19,6 +19,10 @@ PINNED: dict[str, tuple[str, str]] = {
         "06723d707ddf2240",
         "transport.Channel._brpop_start (sends the take instead; sets _in_poll and _brpop_sent_at as it does)",
     ),
+    "kombu.transport.redis:Transport.register_with_event_loop": (
+        "4b835642e4a99425",
+        "transport.Transport.register_with_event_loop (kombu's, then the hub kept for broker/wakeup.py's reader)",
+    ),
     "kombu.transport.redis:MultiChannelPoller._register_BRPOP": (
         "85724582464a615f",
         "transport.Channel._brpop_start (called when _in_poll is not set; the reply read on readable)",

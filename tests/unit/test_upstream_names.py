@@ -11,9 +11,11 @@ from tests.support.private_names import private_upstream_names
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM_DOC = REPO / "docs" / "upstream.md"
 SECTION = "## Private names we use"
-# The most distinct private upstream names the package may use (the house issue's bound): a new
-# one means giving up another, or a case for raising this in review.
-MOST_PRIVATE_NAMES = 15
+# The most distinct private upstream names the package may use (the house issue's bound of 15): a
+# new one means giving up another, or a case for raising this in review. 16 since broker/wakeup.py
+# reads redis-py's `Connection._sock` (kombu reads the same attribute, so the scan counts it):
+# docs/upstream.md, "Waking an idle consumer".
+MOST_PRIVATE_NAMES = 16
 
 
 def documented_names(markdown: str) -> set[str]:
@@ -30,7 +32,7 @@ def test_every_private_upstream_name_we_use_is_documented_and_no_other() -> None
     assert documented - set(used) == set(), "listed in docs/upstream.md but no longer used: remove the rows"
 
 
-def test_the_package_uses_at_most_fifteen_private_upstream_names() -> None:
+def test_the_package_uses_at_most_sixteen_private_upstream_names() -> None:
     used = private_upstream_names(REPO / "inference_tasks")
     assert len(used) <= MOST_PRIVATE_NAMES, sorted(used)
 

@@ -102,6 +102,21 @@ def test_producers_enqueue_and_read_results_and_are_refused_the_rest(acl_server,
     assert all("NOPERM" in message or "no permissions" in message for message in refused.values()), refused
 
 
+def test_the_worker_user_may_be_woken_on_push(acl_server, acl_worker):
+    """Its grants include client-side tracking and the notices' channel (broker/wakeup.py): the idle
+    worker tracks its lists under its own user, and never logs the fallback."""
+    app = producer_app(url(acl_server, "producer"))
+    assert len(collect(send(app, EMBED_TASK, args=[["then idle"]], priority=5), RESULT_TIMEOUT_S)["embeddings"]) == 1
+    admin = redis.Redis.from_url(f"redis://admin:admin-secret@127.0.0.1:{acl_server.port}/0")
+
+    def tracking() -> list[str]:
+        lines = admin.execute_command("CLIENT", "LIST").decode().splitlines()
+        return [line for line in lines if "user=inference-worker" in line and "t" in line.split("flags=")[1].split()[0]]
+
+    wait_until(lambda: tracking(), 30, "the idle worker's tracking connection")
+    assert "refused client-side tracking" not in acl_worker.log()
+
+
 def test_the_operators_tools_work_under_the_operator_user(acl_server, acl_worker):
     operator = url(acl_server, "operator")
     with exporter(operator) as port:

@@ -242,7 +242,8 @@ def test_soak_harness_samples_memory_raises_queue_full_loses_nothing_and_plots(t
 def test_take_benchmark_measures_both_priorities(tmp_path):
     report = _run("take", tmp_path / "take.json")
     rows = report["results"]
-    assert set(rows) == {"priority 0 (watched)", "priority 5 (not watched)", "two queues, alternating"}
+    configs = ("priority 0 (watched)", "priority 5 (not watched)", "two queues, alternating")
+    assert set(rows) == {f"{wake}, {config}" for wake in ("woken", "one list") for config in configs}
     assert all(row["tasks"] == 10 and row["p50_ms"] > 0 for row in rows.values())
     assert report["back_to_back_tasks_per_s"] > 0
 

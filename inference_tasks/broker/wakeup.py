@@ -1,0 +1,168 @@
+"""Waking an idle consumer as soon as any list it consumes is written, instead of at Redis' next timer tick.
+
+An idle consumer waits with one blocking command, which can watch one list (fetch.py): a message on
+any other list (a priority list, the worker's second queue) waited for the end of that command's
+timeout, which Redis only notices on its timer (every 100 ms at its default `hz` 10): ~75 ms at the
+median (docs/benchmarks.md, "The atomic take"). Here the worker's main process asks Redis to say
+whenever a key under its queues' names is written (client-side tracking in broadcast mode,
+`CLIENT TRACKING on REDIRECT <id> BCAST PREFIX <queue> ... NOLOOP`, the notices arriving on a second
+connection subscribed to `__redis__:invalidate`), and the consumer waits on a doorbell list of its
+own instead: a notice for one of its lists rings the doorbell (one RPUSH, only while the consumer
+waits), the wait returns, and the next take finds the message. A notice that arrives while a take is
+in flight marks a write as pending, and the consumer takes again instead of waiting.
+
+Nothing depends on it: a Redis that refuses tracking (an ACL without `client|tracking`, a provider
+that disables it) or a notice connection that fails leaves the consumer waiting as before, on the
+list it last took from, with one log line; a later idle moment tries again. Notices are read in the
+worker's event loop (the hub), never in a thread (the main process forks).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from time import monotonic
+from typing import Any
+
+from inference_tasks.redis_access.keys import DOORBELL_KEY_PREFIX, INVALIDATE_CHANNEL
+
+logger = logging.getLogger(__name__)
+
+# A doorbell outlives its consumer by this much at most (a killed worker leaves nothing behind).
+DOORBELL_TTL_S = 600
+# After a failure, how long before an idle consumer tries tracking again.
+RETRY_AFTER_S = 30.0
+# The longest the event loop waits on one of these connections' replies (a Redis that stopped
+# answering must not hold the worker's main process).
+REPLY_TIMEOUT_S = 5.0
+
+
+def broadcast_prefixes(keys: Iterable[str]) -> list[str]:
+    """The fewest prefixes that cover `keys` with none a prefix of another (Redis refuses overlapping
+    broadcast prefixes): "inference" covers "inference:5" and "inference.minilm"."""
+    chosen: list[str] = []
+    for key in sorted(set(keys)):
+        if not any(key.startswith(prefix) for prefix in chosen):
+            chosen.append(key)
+    return chosen
+
+
+class Waker:
+    """One consumer's doorbell and the two connections that ring it (see the module docstring)."""
+
+    def __init__(self, pool: Any, loop: Any, wait_s: float) -> None:
+        self.pool = pool
+        self.loop = loop
+        self.wait_s = wait_s
+        self.doorbell_key = f"{DOORBELL_KEY_PREFIX}{uuid.uuid4()}"
+        self.watched: frozenset[str] = frozenset()
+        self.prefixes: list[str] = []
+        self.tracking: Any = None  # the connection whose tracking is on; it also rings the doorbell
+        self.notices: Any = None  # the connection the notices arrive on
+        self.waiting = False  # a wait on the doorbell is in flight
+        self.pending = False  # a watched list was written since the last take was sent
+        self.failed_at: float | None = None
+        self.reading: int | None = None  # the descriptor the hub reads notices from
+
+    def listening(self, keys: Iterable[str]) -> bool:
+        """Whether notices for `keys` (the consumer's lists) arrive: tracking is started, or restarted
+        for a changed set of lists, here (never sooner than RETRY_AFTER_S after a failure)."""
+        watched = frozenset(keys)
+        if self.notices is not None and watched == self.watched:
+            return True
+        if self.failed_at is not None and monotonic() - self.failed_at < RETRY_AFTER_S:
+            return False
+        self.stop()
+        try:
+            self.start(watched)
+        except Exception as error:  # noqa: BLE001 - any refusal leaves the consumer waiting as before
+            self.stop()
+            self.failed_at = monotonic()
+            logger.warning(
+                "waiting for messages on one list at a time (a message on another waits up to Redis' timer "
+                "tick, ~100 ms): Redis refused client-side tracking (%s: %s); retrying in %.0f s",
+                type(error).__name__, error, RETRY_AFTER_S,
+            )  # fmt: skip
+            return False
+        self.failed_at = None
+        return True
+
+    def connect(self) -> Any:
+        """A connection of the consumer's pool (same server, credentials, TLS, Sentinel primary) that
+        speaks RESP2, where tracking notices arrive as pub/sub messages on a subscribed connection."""
+        options = {"protocol": 2, "socket_timeout": REPLY_TIMEOUT_S, "socket_connect_timeout": REPLY_TIMEOUT_S}
+        connection = self.pool.connection_class(**{**self.pool.connection_kwargs, **options})
+        connection.connect()
+        return connection
+
+    def start(self, watched: frozenset[str]) -> None:
+        notices = self.notices = self.connect()
+        notices.send_command("CLIENT", "ID")
+        client_id = notices.read_response()
+        notices.send_command("SUBSCRIBE", INVALIDATE_CHANNEL)
+        notices.read_response()
+        tracking = self.tracking = self.connect()
+        self.prefixes = broadcast_prefixes(watched)
+        prefixes = [part for prefix in self.prefixes for part in ("PREFIX", prefix)]
+        tracking.send_command("CLIENT", "TRACKING", "ON", "REDIRECT", client_id, "BCAST", *prefixes, "NOLOOP")
+        tracking.read_response()
+        self.watched = watched
+        self.reading = notices._sock.fileno()
+        self.loop.add_reader(self.reading, self.on_readable)
+
+    def stop(self) -> None:
+        """Close both connections (tracking ends with its connection) and stop reading notices."""
+        notices, tracking = self.notices, self.tracking
+        self.notices = self.tracking = None
+        self.waiting = self.pending = False
+        if self.reading is not None:
+            self.loop.remove_reader(self.reading)
+            self.reading = None
+        if notices is not None:
+            notices.disconnect()
+        if tracking is not None:
+            tracking.disconnect()
+
+    def take_pending(self) -> bool:
+        """Whether a watched list was written since the last take was sent (and forget it)."""
+        pending, self.pending = self.pending, False
+        return pending
+
+    def wait_command(self, timeout: float) -> tuple[Any, ...]:
+        self.waiting = True
+        return ("BLPOP", self.doorbell_key, min(timeout, self.wait_s))
+
+    def on_readable(self) -> None:
+        """Read every notice that has arrived; ring the doorbell once if one names a watched list."""
+        try:
+            written = False
+            notices = self.notices
+            while notices is not None and notices.can_read(timeout=0):
+                notice = notices.read_response()
+                if notice and notice[0] in (b"message", "message"):
+                    keys = notice[2] or []
+                    written = written or any(
+                        (key.decode() if isinstance(key, bytes) else key) in self.watched for key in keys
+                    )
+            if written:
+                self.ring()
+        except Exception as error:  # noqa: BLE001 - the consumer falls back to waiting as before
+            logger.warning(
+                "client-side tracking stopped (%s: %s); waiting on one list at a time", type(error).__name__, error
+            )
+            self.stop()
+            self.failed_at = monotonic()
+
+    def ring(self) -> None:
+        """A watched list was written: wake a waiting consumer, or have the next wait skipped."""
+        if not self.waiting:
+            self.pending = True
+            return
+        self.waiting = False
+        tracking = self.tracking
+        commands = (("RPUSH", self.doorbell_key, "1"), ("LTRIM", self.doorbell_key, -1, -1),
+                    ("EXPIRE", self.doorbell_key, DOORBELL_TTL_S))  # fmt: skip
+        tracking.send_packed_command(tracking.pack_commands(commands))
+        for _ in commands:
+            tracking.read_response()

@@ -1,0 +1,139 @@
+"""Waking an idle consumer (broker/wakeup.py) on a real redis-server: a write to any list it consumes
+rings its doorbell while it waits, or makes it take again instead of waiting; a write elsewhere does
+neither; a Redis that refuses tracking leaves it waiting as before, and says so once."""
+
+from __future__ import annotations
+
+import logging
+import select
+
+import pytest
+import redis
+
+from inference_tasks.broker.fetch import Fetcher, Step
+from inference_tasks.broker.wakeup import Waker, broadcast_prefixes
+from inference_tasks.redis_access.keys import FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
+from tests.support.local import redis_client
+
+LISTS = [("q", "q"), ("q.e5", "q.e5"), ("q:5", "q"), ("q.e5:5", "q.e5")]
+
+
+class EventLoop:
+    """What a Waker asks of the worker's hub (kombu's event loop): readers by file descriptor."""
+
+    def __init__(self) -> None:
+        self.readers: dict[int, object] = {}
+
+    def add_reader(self, fd: int, callback: object) -> None:
+        self.readers[fd] = callback
+
+    def remove_reader(self, fd: int) -> None:
+        self.readers.pop(fd, None)
+
+
+def found_nothing(fetcher: Fetcher) -> None:
+    """A take sent and answered empty: the fetcher's next step is a wait."""
+    assert fetcher.next_command(LISTS, 1.0)[0] == "EVAL"
+    fetcher.on_reply(None)
+    assert fetcher.step is Step.WAIT
+
+
+def read_notices(waker: Waker) -> None:
+    """Wait (bounded) until a notice has arrived, then let the waker read it, as the hub would."""
+    [fd] = list(waker.loop.readers)
+    readable, _, _ = select.select([fd], [], [], 10)
+    assert readable, "no tracking notice within 10 s"
+    waker.on_readable()
+
+
+@pytest.fixture
+def waker(fresh_redis_url):
+    url = fresh_redis_url()
+    built = Waker(redis.ConnectionPool.from_url(url), EventLoop(), wait_s=0.01)
+    yield built, redis_client(url)
+    built.stop()
+
+
+def test_broadcast_prefixes_cover_every_list_and_never_overlap():
+    assert broadcast_prefixes(key for key, _ in LISTS) == ["q"]
+    assert broadcast_prefixes(["inference.minilm", "inference", "training:3", "inference:9"]) == [
+        "inference",
+        "training:3",
+    ]
+
+
+def test_a_write_to_any_consumed_list_rings_the_doorbell_of_a_waiting_consumer(waker):
+    waker, client = waker
+    assert waker.listening(key for key, _ in LISTS)
+    command = waker.wait_command(1.0)
+    assert command == ("BLPOP", waker.doorbell_key, 0.01) and waker.waiting
+    client.lpush("q.e5:5", "a message on a list nobody watches")
+    read_notices(waker)
+    assert client.lrange(waker.doorbell_key, 0, -1) == [b"1"] and not waker.waiting
+    assert 0 < client.ttl(waker.doorbell_key) <= 600
+
+
+def test_a_write_while_a_take_is_in_flight_makes_the_consumer_take_again_instead_of_waiting(waker):
+    waker, client = waker
+    fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY)
+    fetcher.waker = waker
+    found_nothing(fetcher)
+    assert fetcher.next_command(LISTS, 1.0)[:2] == ("BLPOP", waker.doorbell_key)
+    fetcher.on_reply(None)  # the wait ended on its own: take again, find nothing
+    found_nothing(fetcher)
+    client.lpush("q", "arrived while the take was in flight")
+    read_notices(waker)
+    assert waker.pending and not client.exists(waker.doorbell_key)
+    assert fetcher.next_command(LISTS, 1.0)[0] == "EVAL"  # the wait is skipped
+    assert not waker.pending
+
+
+def test_a_write_to_a_list_not_consumed_rings_nothing(waker):
+    waker, client = waker
+    assert waker.listening(key for key, _ in LISTS)
+    waker.wait_command(1.0)
+    client.lpush("q.other", "another model's queue, under the same prefix")
+    read_notices(waker)
+    assert waker.waiting and not waker.pending and not client.exists(waker.doorbell_key)
+
+
+def test_stopping_ends_tracking_and_the_reading(waker):
+    waker, client = waker
+    assert waker.listening(key for key, _ in LISTS)
+    waker.tracking.send_command("CLIENT", "ID")
+    tracking_id = waker.tracking.read_response()
+    assert "t" in _flags(client, tracking_id)  # tracking on (the session's Redis has other clients too)
+    waker.stop()
+    assert waker.loop.readers == {} and waker.notices is None
+    assert _flags(client, tracking_id) is None  # its connection, and so its tracking, is gone
+
+
+def _flags(client: redis.Redis, client_id: int) -> str | None:
+    """The CLIENT LIST flags of client `client_id`, or None once it is gone."""
+    listed = client.execute_command("CLIENT", "LIST", "ID", client_id).decode().split()
+    return next((field.split("=", 1)[1] for field in listed if field.startswith("flags=")), None)
+
+
+def test_a_redis_that_refuses_tracking_leaves_the_consumer_waiting_as_before(fresh_redis_url, caplog):
+    url = fresh_redis_url()
+    admin = redis_client(url)
+    admin.execute_command("ACL", "SETUSER", "no-tracking", "on", ">secret", "~*", "&*", "+@all", "-client|tracking")
+    try:
+        limited = url.replace("redis://", "redis://no-tracking:secret@")
+        waker = Waker(redis.ConnectionPool.from_url(limited), EventLoop(), wait_s=0.01)
+        fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY)
+        fetcher.waker = waker
+        found_nothing(fetcher)
+        with caplog.at_level(logging.WARNING, logger="inference_tasks.broker.wakeup"):
+            command = fetcher.next_command(LISTS, 1.0)
+        assert command[0] == "BLMOVE"  # the list it last took from, as without a waker
+        assert "Redis refused client-side tracking" in caplog.text and "NoPermissionError" in caplog.text
+        assert waker.loop.readers == {} and waker.notices is None
+        caplog.clear()
+        fetcher.on_reply(None)
+        found_nothing(fetcher)
+        with caplog.at_level(logging.WARNING, logger="inference_tasks.broker.wakeup"):
+            assert fetcher.next_command(LISTS, 1.0)[0] == "BLMOVE"
+        assert caplog.text == ""  # said once; tried again only after RETRY_AFTER_S
+    finally:
+        admin.execute_command("ACL", "DELUSER", "no-tracking")
