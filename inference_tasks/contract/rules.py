@@ -104,21 +104,22 @@ def name() -> Rule:
     return Rule("1 to 100 letters, digits, '.', '_' or '-'", lambda task, _, value, __: check_name(task, value))
 
 
-def dimensions() -> Rule:
-    """Checked where the task runs, against the loaded model's dimension (its message says the number)."""
-    return Rule("null, or a whole number from 1 to the model's dimension")
-
-
-def prompt_name() -> Rule:
-    return Rule("null, or the name of one of the model's catalogue prompts (not with prompt)")
-
-
-def prompt() -> Rule:
-    return Rule(
-        f"null, or a string of at most {MAX_PROMPT_CHARS} characters put before every text (not with prompt_name)"
-    )
-
-
 def at_execution(allowed: str) -> Rule:
     """A rule that needs the loaded model or another argument: checked where the task executes."""
     return Rule(allowed)
+
+
+def dimensions() -> Rule:
+    """Checked against the loaded model's dimension (its message says the number)."""
+    return at_execution("null, or a whole number from 1 to the model's dimension")
+
+
+def prompt_name() -> Rule:
+    """Checked with `prompt` against the served model's catalogue entry (contract/options.resolve_prompt)."""
+    return at_execution("null, or the name of one of the model's catalogue prompts (not with prompt)")
+
+
+def prompt() -> Rule:
+    return at_execution(
+        f"null, or a string of at most {MAX_PROMPT_CHARS} characters put before every text (not with prompt_name)"
+    )
