@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inference_tasks.config.catalogue import CROSS_ENCODER_KIND
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts
+from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts, float32_weights
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +31,7 @@ class CrossEncoderScorer(TorchModelFacts):
 
         super().__init__(name, device)  # pairs go in passes of batch_size (no token bound)
         self.dim = 0  # no vectors
-        self._model = CrossEncoder(str(path), device=device, local_files_only=True)
+        self._model = CrossEncoder(str(path), device=device, local_files_only=True, model_kwargs=float32_weights())
         if self._model.num_labels != 1:
             raise ValueError(
                 f"{path} is a cross-encoder with {self._model.num_labels} labels; reranking needs one relevance score"

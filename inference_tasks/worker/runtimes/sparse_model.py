@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from inference_tasks.config.catalogue import SPARSE_KIND
 from inference_tasks.worker.runtimes.passes import model_passes
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts
+from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts, float32_weights
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,7 +42,7 @@ class SparseEncoderModel(TorchModelFacts):
         from sentence_transformers import SparseEncoder
 
         super().__init__(name, device)
-        self._model = SparseEncoder(str(path), device=device, local_files_only=True)
+        self._model = SparseEncoder(str(path), device=device, local_files_only=True, model_kwargs=float32_weights())
         # The vocabulary's size, read from the configuration (no forward pass in the main process):
         # SpladePooling knows its width only after a first pass, and until then sentence-transformers'
         # get_embedding_dimension() answers the transformer's hidden size instead.

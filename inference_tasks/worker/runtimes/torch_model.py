@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from inference_tasks.worker.runtimes import tokens
 from inference_tasks.worker.runtimes.interface import EmbeddingModel
 from inference_tasks.worker.runtimes.passes import encode_in_passes
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts
+from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts, float32_weights
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,7 +22,9 @@ class SentenceTransformerEmbedder(EmbeddingModel, TorchModelFacts):
         from sentence_transformers import SentenceTransformer
 
         TorchModelFacts.__init__(self, name, device)
-        self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self._model = SentenceTransformer(
+            str(path), device=device, local_files_only=True, model_kwargs=float32_weights()
+        )
         # Read from the configuration, not from a forward pass: this may run in the worker's main
         # process, which must never run one (it forks afterwards).
         dim = self._model.get_embedding_dimension()

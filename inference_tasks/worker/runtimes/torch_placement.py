@@ -48,6 +48,18 @@ class TorchModelFacts:
         self.device = device
 
 
+def float32_weights() -> dict[str, Any]:
+    """`model_kwargs` that load a checkpoint's weights as float32, whatever dtype it stores them in.
+
+    transformers 5 loads a checkpoint in the dtype it was saved in: a float16 checkpoint (common on the
+    hub) would run in float16 on the CPU, several times slower, while this runtime reports f32. A CUDA
+    child chooses its own dtype when it is placed (INFERENCE_CUDA_DTYPE, place_module).
+    """
+    import torch
+
+    return {"dtype": torch.float32}
+
+
 def place_module(module: Any, device: str, dtype: str) -> str | None:
     """Move `module` to `device`, in `dtype` on CUDA; the precision it then computes in, or None if unchanged."""
     import torch
