@@ -80,10 +80,18 @@ def test_gpus_counted_from_the_driver_and_cuda_visible_devices_without_torch(tmp
     assert devices.gpus_on_this_host(environ, tmp_path / "no-driver") == 0
 
 
-def test_mps_is_active_when_its_control_pipe_exists(tmp_path):
-    assert not gpu.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
-    (tmp_path / "control").touch()
-    assert gpu.mps_active({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
+def test_mps_is_active_only_while_a_daemon_reads_its_control_pipe(tmp_path):
+    """The daemon's control FIFO outlives the daemon (`quit` leaves it): a pipe nobody reads is no MPS."""
+    environ = {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}
+    assert not gpu.mps_active(environ)
+    os.mkfifo(tmp_path / "control")
+    assert not gpu.mps_active(environ)  # left behind by a daemon that quit
+    reader = os.open(tmp_path / "control", os.O_RDONLY | os.O_NONBLOCK)  # as the listening daemon holds it
+    try:
+        assert gpu.mps_active(environ)
+    finally:
+        os.close(reader)
+    assert not gpu.mps_active(environ)
 
 
 NO_GPU = pytest.mark.skipif(

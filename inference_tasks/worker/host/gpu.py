@@ -8,6 +8,7 @@ never creates a CUDA context: a child forked from one could not use CUDA again.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,10 +37,23 @@ def cuda_initialized() -> bool:
 
 
 def mps_active(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether an NVIDIA MPS control daemon is listening where this process's CUDA would look."""
+    """Whether an NVIDIA MPS control daemon is listening where this process's CUDA would look.
+
+    The daemon's control pipe (a FIFO) stays in its directory after the daemon quits, so its existence
+    alone said "active" on a host with no daemon (seen on the GPU check's second run). Opening a FIFO
+    for writing without blocking succeeds only while a reader holds it open: the daemon. Nothing is
+    written; anything other than a FIFO there counts by existence, as before.
+    """
     variables = os.environ if environ is None else environ
     pipe_directory = variables.get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_MPS_PIPE_DIRECTORY)
-    return os.path.exists(os.path.join(pipe_directory, "control"))
+    control = os.path.join(pipe_directory, "control")
+    try:
+        if not stat.S_ISFIFO(os.stat(control).st_mode):
+            return True
+        os.close(os.open(control, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:  # absent, or ENXIO: a pipe nobody reads
+        return False
+    return True
 
 
 def gpu_memory(device: str) -> dict[str, Any] | None:
