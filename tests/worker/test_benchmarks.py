@@ -212,12 +212,24 @@ def test_failover_harness_runs_durable_on_two_replicas(tmp_path):
 @pytest.mark.worker
 @pytest.mark.long
 def test_gpu_check_runs_its_whole_path_on_the_cpu(tmp_path):
-    """The GPU check (benchmarks/gpu_check.py) at smoke size with --devices cpu: per-child devices are
-    reported and the worker's main process has no CUDA context."""
-    [run] = _run("gpu_check", tmp_path / "gpu.json", "--devices", "cpu")["runs"]
-    assert run["tasks"] == 4 and run["tasks_per_s"] > 0
-    assert [child["device"] for child in run["children"]] == ["cpu", "cpu"]
-    assert run["main_process_cuda_initialized"] is False
+    """The GPU check (benchmarks/gpu_check.py) as a dry run: every section on the CPU at smoke size, each
+    child's device reported, no main process with a CUDA context, MPS reported as not measured, the
+    oversubscription rows and the recycled children found in the worker's log."""
+    report = _run("gpu_check", tmp_path / "gpu.json", "--reference", str(tmp_path / "none.json"))
+    assert report["dry_run"] is True and report["device"] == "cpu"
+    assert [config["label"] for config in report["configs"]] == ["cuda-1", "cuda-2", "cpu-2"]
+    for config in report["configs"]:
+        assert [child["device"] for child in config["children"]] == ["cpu"] * config["children_count"]
+        assert config["main_process_cuda_initialized"] is False
+        assert config["batches"]["errors"] == config["one_text"]["errors"] == 0
+        assert config["batches"]["sentences_per_s"] > 0 and config["one_text"]["tasks_per_s"] > 0
+    assert report["mps"]["started"] is False and report["mps"]["error"]
+    rows = {row["config"]: row for row in report["oversubscription"]}
+    assert set(rows) == {"http-default", "http-pinned", "celery", "celery-unpinned"}
+    assert all(row["errors"] == 0 for row in rows.values())
+    recycled = report["recycle"]
+    assert recycled["failures"] == 0 and recycled["recycled_children"] >= 2
+    assert recycled["fork_to_ready_s"]["count"] == recycled["recycled_children"]
 
 
 @pytest.mark.worker
