@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gpu_host.sections import Check, oversubscription, recycle, serve
 from benchmarks.harness import gpu
-from benchmarks.harness.gpu_sections import Check, oversubscription, recycle, serve
 from benchmarks.harness.host import stop_cleanly_on_term
 from benchmarks.harness.report import cpu_name, write_report
 from inference_tasks.config.defaults import DEFAULT_MODEL
