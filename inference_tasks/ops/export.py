@@ -134,7 +134,7 @@ def _quantize(export: Path, ir_file: Path) -> dict[str, Any]:
     import openvino
     from transformers import AutoTokenizer
 
-    from inference_tasks.worker.runtimes.openvino_model import pipeline_config
+    from inference_tasks.worker.runtimes.st_pipeline import pipeline_config
     from inference_tasks.worker.tasks.calibration import corpus_digest, corpus_texts
 
     core = openvino.Core()

@@ -5,12 +5,11 @@ plugin with one inference thread and one stream per child.
 Why not `SentenceTransformer(..., backend="openvino")`: that path goes through optimum-intel, which
 requires torchvision, and PyPI's torchvision does not import beside the CPU torch this project pins
 (it broke `transformers` imports). OpenVINO's runtime alone (one wheel) runs the exported encoder;
-the rest of sentence-transformers' pipeline for this kind of model is small and reproduced here:
-strip, tokenize (the model's own tokenizer, its max_seq_length), the encoder, the pooling its
-1_Pooling config names (mean, CLS or max), and L2 normalisation when the model has a Normalize
-module or the caller asks. The export directory has sentence-transformers' own layout
-(`openvino/openvino_model.xml` beside the tokenizer and configs), so it also loads with
-sentence-transformers' backend="openvino" where optimum-intel is installed.
+the rest of sentence-transformers' pipeline for this kind of model is small and reproduced in
+st_pipeline.py (tokenize, pool, normalise), shared with the native BERT runtime. The export
+directory has sentence-transformers' own layout (`openvino/openvino_model.xml` beside the tokenizer
+and configs), so it also loads with sentence-transformers' backend="openvino" where optimum-intel is
+installed.
 
 Fork safety: the worker's main process only reads the IR (XML parsed, weights memory-mapped) and
 loads the tokenizer; each child compiles the model after the fork (creating OpenVINO's thread pool
@@ -21,15 +20,11 @@ fresh process's.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.worker.runtimes import tokens
-from inference_tasks.worker.runtimes.interface import EmbeddingModel
-from inference_tasks.worker.runtimes.passes import encode_in_passes
+from inference_tasks.worker.runtimes.st_pipeline import PipelineEmbedder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,9 +33,6 @@ IR_FILE = "openvino/openvino_model.xml"
 MANIFEST_FILE = "inference_tasks_export.json"
 # Files of a model directory the export leaves out: the framework weights (the IR carries its own).
 FRAMEWORK_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "onnx")
-NORMALIZE_MODULE = "sentence_transformers.models.Normalize"
-POOLING_MODULE = "sentence_transformers.models.Pooling"
-POOLING_KEYS = {"mean": "pooling_mode_mean_tokens", "cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens"}
 # OpenVINO's CPU plugin: one stream, latency first; threads come from the child's budget. CPU
 # pinning off: each process pins its threads from the first core of its affinity mask, so every
 # one-thread child landed on the same core, at about half the speed (docs/benchmarks.md, "Figures
@@ -118,31 +110,7 @@ def missing_export_message(model: str, path: Path, precision: str = "auto") -> s
     )
 
 
-def _read_json(path: Path, default: Any) -> Any:
-    return json.loads(path.read_text()) if path.is_file() else default
-
-
-def pipeline_config(path: Path) -> dict[str, Any]:
-    """What sentence-transformers would do around the encoder, read from the model's own files."""
-    modules = _read_json(path / "modules.json", [])
-    kinds = {module.get("type") for module in modules}
-    pooling_dir = next((module["path"] for module in modules if module.get("type") == POOLING_MODULE), "1_Pooling")
-    pooling = _read_json(path / pooling_dir / "config.json", {})
-    switched_on = [key for key, value in pooling.items() if key.startswith("pooling_mode") and value is True]
-    modes = [mode for mode, key in POOLING_KEYS.items() if key in switched_on]
-    if len(switched_on) != 1 or not modes:
-        raise ValueError(f"the OpenVINO backend supports one of mean, CLS or max pooling; {path} asks for {pooling}")
-    settings = _read_json(path / "sentence_bert_config.json", {})
-    return {
-        "pooling": modes[0],
-        "dim": int(pooling.get("word_embedding_dimension") or 0),
-        "normalize": NORMALIZE_MODULE in kinds,
-        "max_seq_length": settings.get("max_seq_length"),
-        "do_lower_case": bool(settings.get("do_lower_case", False)),
-    }
-
-
-class OpenVinoEmbedder(EmbeddingModel):
+class OpenVinoEmbedder(PipelineEmbedder):
     """An exported sentence-transformers model on OpenVINO's CPU plugin. Compiled per process."""
 
     backend = "openvino"
@@ -151,8 +119,6 @@ class OpenVinoEmbedder(EmbeddingModel):
         if not is_exported(path):
             raise MissingExport(missing_export_message(name, path, precision))
         import openvino
-
-        from inference_tasks.worker.runtimes.json_tokenizer import load_tokenizer
 
         self.name = name
         self.path = path
@@ -165,41 +131,12 @@ class OpenVinoEmbedder(EmbeddingModel):
         # Set by compile(): the precision OpenVINO chose (bf16/f32) and its inference threads.
         self.precision: str | None = None
         self.threads: int | None = None
-        pipeline = pipeline_config(path)
-        self.dim = pipeline["dim"]
-        self._pooling = pipeline["pooling"]
-        self._always_normalize = pipeline["normalize"]
-        self._lower_case = pipeline["do_lower_case"]
-        self._tokenizer = load_tokenizer(path)
-        self._max_length = pipeline["max_seq_length"] or self._tokenizer.model_max_length
+        self._load_pipeline(path)
         self._core = openvino.Core()
         # Parsed, weights memory-mapped; nothing compiled and no thread pool yet (safe before fork).
         self._model = self._core.read_model(path / IR_FILE)
         self._inputs = [port.get_any_name() for port in self._model.inputs]
         self._request: Any = None
-
-    def limit_length(self, tokens: int) -> None:
-        self._max_length = tokens
-
-    @property
-    def max_tokens(self) -> int | None:
-        return int(self._max_length) if self._max_length else None
-
-    def _cleaned(self, text: str) -> str:
-        return text.strip().lower() if self._lower_case else text.strip()
-
-    def token_counts(self, texts: Sequence[str]) -> list[int]:
-        return tokens.token_counts(self._tokenizer, [self._cleaned(text) for text in texts])
-
-    def special_tokens(self) -> int:
-        return tokens.special_tokens(self._tokenizer)
-
-    def prefix_tokens(self, prefix: str) -> int:
-        return tokens.prefix_tokens(self._tokenizer, self._cleaned(prefix))
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        # The original text: spans must index it (a tokenizer's own lower-casing keeps offsets).
-        return tokens.token_spans(self._tokenizer, text)
 
     def compile(self, threads: int | None) -> None:
         """Compile for this process with `threads` inference threads (None: OpenVINO's default)."""
@@ -216,46 +153,12 @@ class OpenVinoEmbedder(EmbeddingModel):
         self.threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
         self._request = compiled.create_infer_request()
 
-    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
-        """Vectors in input order; texts are encoded longest first in batches, as sentence-transformers does."""
-        import numpy as np
-
+    def _before_encode(self) -> None:
         if self._request is None:
             self.compile(None)
-        if self.max_pass_tokens is not None and len(texts) > 1:
-            passed = encode_in_passes(self, list(texts), self._encode_batch)
-            if normalize or self._always_normalize:
-                passed /= np.clip(np.linalg.norm(passed, axis=1, keepdims=True), 1e-12, None)
-            return passed
-        order = np.argsort([-len(text) for text in texts], kind="stable")
-        vectors = np.empty((len(texts), self.dim or 0), dtype=np.float32) if self.dim else None
-        chunks = []
-        for start in range(0, len(texts), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            chunks.append((chunk, self._encode_batch([texts[i] for i in chunk])))
-        if vectors is None:
-            self.dim = int(chunks[0][1].shape[1])
-            vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        for chunk, batch in chunks:
-            vectors[chunk] = batch
-        if normalize or self._always_normalize:
-            vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-        return vectors
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        import numpy as np
-
-        cleaned = [text.strip().lower() if self._lower_case else text.strip() for text in texts]
-        tokens = self._tokenizer(
-            cleaned, padding=True, truncation="longest_first", max_length=self._max_length, return_tensors="np"
-        )
-        hidden = self._request.infer({name: tokens[name] for name in self._inputs})[0]
-        mask = tokens["attention_mask"][..., None].astype(np.float32)
-        if self._pooling == "cls":
-            return hidden[:, 0].astype(np.float32)
-        if self._pooling == "max":
-            return np.where(mask > 0, hidden, -1e9).max(axis=1).astype(np.float32)
-        return ((hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)).astype(np.float32)
+    def _hidden(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        return self._request.infer({name: batch[name] for name in self._inputs})[0]
 
     def place(self, device: str, dtype: str = "float32") -> None:
         if device != "cpu":
