@@ -16,6 +16,7 @@ from typing import Any
 from inference_tasks.config import Settings
 from inference_tasks.config.defaults import ENV_PREFIX
 from inference_tasks.ops.precision_report import precision_finding
+from inference_tasks.ops.runtime_labels import device_label, runtime_label, runtime_name
 
 OK = "OK"
 PROBLEM = "PROBLEM"
@@ -116,7 +117,7 @@ def host_verdicts(replies: dict[str, dict[str, Any]]) -> list[HostVerdict]:
                 "threads_per_child": per_child,
                 "os_threads_per_child": [child["os_threads"] for child in children],
                 "compute_threads_total": sum(per_child),
-                "devices": [_device_label(child) for child in children],
+                "devices": [device_label(child) for child in children],
                 "runtime": runtime_label(report),
                 "mps_active": bool(report.get("mps_active")),
                 "main_cuda_initialized": bool(report["main"].get("cuda_initialized")),
@@ -127,17 +128,6 @@ def host_verdicts(replies: dict[str, dict[str, Any]]) -> list[HostVerdict]:
         if host.verdict == OVERSUBSCRIBED:
             host.fixes = _fixes(host, replies)
     return list(hosts.values())
-
-
-def runtime_label(report: dict[str, Any]) -> str:
-    """The model runtime and the precision its children compute in, e.g. "openvino bf16"."""
-    precisions = sorted({child.get("precision") or "?" for child in report["children"]}) or ["?"]
-    return f"{report.get('backend', 'torch')} {'/'.join(precisions)}"
-
-
-def _device_label(child: dict[str, Any]) -> str:
-    device = child.get("device", "cpu")
-    return f"{device} ({child.get('gpu_memory_mib', 0)} MiB)" if device.startswith("cuda") else device
 
 
 def _fixes(host: HostVerdict, replies: dict[str, dict[str, Any]]) -> list[str]:
@@ -198,14 +188,15 @@ def check_model(settings: Settings) -> Check:
         from inference_tasks.worker.runtimes.loading import make_embedder
 
         model, backend = settings.served_model.source, settings.model_backend
-        embedder = make_embedder(model, "cpu", backend, settings.model_cache_dir, settings.openvino_precision)
+        cache, precision, engine = settings.model_cache_dir, settings.openvino_precision, settings.torch_engine
+        embedder = make_embedder(model, "cpu", backend, cache, precision, torch_engine=engine)
         dim = len(embedder.encode(["doctor"], normalize=True)[0])
     except Exception as error:  # noqa: BLE001 - any failure to load is the finding
         fix = f"fix {ENV_PREFIX}MODEL or {ENV_PREFIX}MODELS_FILE"
         if settings.model_backend == "openvino":
             fix += " or run `inference-tasks export-model --backend openvino` (and install the openvino extra)"
         return Check("model", False, f"{settings.model or 'the default model'} failed to load: {error}", fix)
-    runtime = f"{embedder.backend} {embedder.precision}"
+    runtime = f"{runtime_name(embedder.backend, getattr(embedder, 'engine', None))} {embedder.precision}"
     took = time.perf_counter() - started
     return Check("model", True, f"{embedder.name} loads on {runtime} ({dim} dims, {took:.1f} s here)")
 

@@ -40,7 +40,7 @@ def test_doctor_passes_the_shipped_profile(shipped):
     done = cli("doctor", redis_url=shipped.redis_url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "AOF on" in done.stdout
-    assert "all-MiniLM-L6-v2 loads on torch f32 (384 dims" in done.stdout
+    assert "all-MiniLM-L6-v2 loads on torch/native-bert f32 (384 dims" in done.stdout
     assert "OK" in done.stdout and "OVERSUBSCRIBED" not in done.stdout
     assert "test" in done.stdout and "1, 1" in done.stdout  # the worker's row: one thread per child
 

@@ -100,6 +100,8 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "queues": settings.catalogue.queues_of(settings.served_model.alias),
         "device_setting": settings.device,
         "backend": settings.model_backend,
+        # Who runs the preloaded model's network on torch (native-bert or sentence-transformers); None off torch.
+        "engine": getattr(holder.embedder, "engine", None),
         "openvino_precision": settings.openvino_precision,
         # What the preloaded model serves and why (worker/runtimes/precision_choice.py); None off OpenVINO.
         "precision_choice": getattr(holder.embedder, "precision_choice", None),
