@@ -1,6 +1,7 @@
 """Cold start: a worker's launch to `ready`, and to the stored result of a task that was already waiting
-(KEDA scaling a pool up from zero, a roll-out), per runtime: torch (the default), OpenVINO f32 and the
-numpy multilingual model. One child, the model preloaded as shipped; the runtimes alternated over
+(KEDA scaling a pool up from zero, a roll-out), per runtime: torch (the default: the native BERT
+encoder), torch on sentence-transformers (INFERENCE_TORCH_ENGINE), OpenVINO f32 and the numpy
+multilingual model. One child, the model preloaded as shipped; the runtimes alternated over
 rounds, each launch on a fresh Redis database. Also the main process's import time (worker_info's
 parent_import_seconds) and what it imported (loaded_runtimes).
 
@@ -36,6 +37,7 @@ READY_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainPr
 def configurations(cache: Path) -> dict[str, dict[str, Any]]:
     return {
         "torch": {},
+        "torch (sentence-transformers)": {"torch_engine": "sentence-transformers"},
         "openvino f32": {"backend": "openvino", "model_cache": str(cache), "openvino_precision": "f32"},
         "multilingual (numpy)": {"model": "multilingual"},
     }

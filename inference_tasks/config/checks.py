@@ -20,6 +20,7 @@ from inference_tasks.config.defaults import (
     REDIS_SCHEMES,
     SENTINEL_SCHEME,
     TLS_CERT_REQS,
+    TORCH_ENGINES,
 )
 
 TASK_NAME = re.compile(r"^[\w:-]+(\.[\w:-]+)*(\.\*)?$")
@@ -129,6 +130,7 @@ FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...]
     ("cuda_dtype", *_one_of(devices.DTYPES)),
     ("backend", *_one_of(BACKENDS)),
     ("openvino_precision", *_one_of(OPENVINO_PRECISIONS)),
+    ("torch_engine", *_one_of(TORCH_ENGINES)),
     *((name, *_at_least(1)) for name in _POSITIVE_FIELDS),
     (
         "flower_basic_auth",

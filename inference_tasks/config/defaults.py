@@ -124,6 +124,9 @@ BACKENDS = ("torch", "openvino")
 # match torch's to ~1e-7); bf16 asks for bf16; int8 serves the NNCF-quantized export
 # (`export-model --backend openvino --precision int8`; docs/benchmarks.md).
 OPENVINO_PRECISIONS = ("auto", "f32", "bf16", "int8")
+# The torch runtime's engine: auto (the native BERT encoder where it applies, worker/runtimes/native_bert.py,
+# else sentence-transformers) or sentence-transformers always.
+TORCH_ENGINES = ("auto", "sentence-transformers")
 # "auto": a prefork worker is the inference profile (one native thread per child), any other pool
 # the trainer; set "trainer" to run the trainer as a single prefork child (time limits enforced).
 PROFILES = ("auto", "inference", "trainer")

@@ -46,6 +46,7 @@ class Settings:
     cuda_dtype: str = defaults.DEFAULT_CUDA_DTYPE
     backend: str = "torch"
     openvino_precision: str = "auto"
+    torch_engine: str = "auto"
     # Where `export-model` writes (and workers read) exported models; unset: the user's cache
     # directory ($XDG_CACHE_HOME, which from_env reads, or ~/.cache)/inference_tasks.
     model_cache: str | None = None

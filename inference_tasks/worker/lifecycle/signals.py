@@ -129,7 +129,7 @@ def preload_model(ctx: WorkerContext, settings: Settings) -> None:
     ctx.model.load(
         settings.served_model.source, devices.CPU, LOAD_PRELOADED, settings.model_backend,
         settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
-        settings.served_model.kind,
+        settings.served_model.kind, settings.torch_engine,
     )  # fmt: skip
     gc.freeze()
 

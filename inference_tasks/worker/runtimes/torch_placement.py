@@ -16,6 +16,8 @@ class TorchModelFacts:
     place_model sets its passes: f32 until placed in another dtype, no thread pool of its own."""
 
     backend = "torch"
+    # Who runs the network: sentence-transformers here; NativeBertEmbedder says "native-bert".
+    engine = "sentence-transformers"
     # The sentence-transformers model (SentenceTransformer, CrossEncoder, SparseEncoder), set by the subclass.
     _model: Any
 

@@ -36,6 +36,7 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "model_error": holder.error,
         "device": model.device if model else None,
         "backend": model.backend if model else self.app.settings.backend,
+        "engine": getattr(model, "engine", None),
         "precision": model.precision if model else None,
         "precision_choice": getattr(model, "precision_choice", None),
         "runtime_threads": model.threads if model else None,
