@@ -465,13 +465,17 @@ def test_a_memory_limit_below_the_loaded_footprint_refuses_to_start(start_worker
 
 
 def test_a_leaking_child_is_recycled_by_the_memory_limit_and_nothing_is_lost(start_worker):
-    """A task that leaks 600 MB pushes its child over INFERENCE_MAX_MEMORY_PER_CHILD_MB=1000: the child is
-    replaced after that task, and the 20 tasks queued behind it all succeed."""
+    """A task that leaks what takes its child 200 MB past INFERENCE_MAX_MEMORY_PER_CHILD_MB=1000: the child
+    is replaced after that task, and the 20 tasks queued behind it all succeed. The leak is sized from
+    the child's own RSS (a fixed 600 MB stopped crossing the limit when the native encoder made children
+    ~150 MB smaller)."""
     worker = start_worker(concurrency=1, include=PROBES, max_memory_per_child_mb=1000)
-    leaked_in = worker.app.send_task("tests.leak", args=[600]).get(timeout=RESULT_TIMEOUT_S)["pid"]
+    resident_mb = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)["rss_bytes"] >> 20
+    leak_mb = 1000 - resident_mb + 200
+    leaked_in = worker.app.send_task("tests.leak", args=[leak_mb]).get(timeout=RESULT_TIMEOUT_S)["pid"]
     results = [worker.app.send_task(EMBED_TASK, args=[BATCH[:4]]) for _ in range(20)]
     assert wait_all(results) == {"SUCCESS": 20}
     after = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert after["pid"] != leaked_in
     assert after["rss_bytes"] < 1000 * 1024 * 1024
-    report("memory leak recycle", leaked_mb=600, sent=20, completed=20, lost=0)
+    report("memory leak recycle", leaked_mb=leak_mb, sent=20, completed=20, lost=0)
