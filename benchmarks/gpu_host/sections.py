@@ -18,6 +18,7 @@ from benchmarks.harness import gpu
 from benchmarks.harness.bursts import one_text_burst
 from benchmarks.harness.report import add_ratios, print_table
 from benchmarks.harness.runner import combine, run
+from benchmarks.harness.stats import percentile
 from benchmarks.harness.targets import CeleryTarget, HttpTarget, Target
 from benchmarks.harness.workload import make_batches, ticket_texts
 from benchmarks.lifecycle import drive, log_events, recycle_gaps
@@ -69,7 +70,7 @@ def serve(check: Check, label: str, device: str, children: int, dtype: str = "fl
         min_cosine = served_min_cosine(target, check.reference)
     finally:
         target.stop()
-    latencies = sorted(burst["latencies"])
+    latencies = burst["latencies"]
     config = {
         "label": label, "device": device, "children_count": children, "dtype": dtype, "ready_s": round(ready_s, 2),
         "batches": {
@@ -78,7 +79,7 @@ def serve(check: Check, label: str, device: str, children: int, dtype: str = "fl
         },
         "one_text": {
             "tasks": burst["tasks"], "tasks_per_s": burst["tasks"] / burst["wall_s"], "errors": burst["errors"],
-            "p50_ms": statistics.median(latencies) * 1000, "p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1000,
+            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
         },
         "children": [
             {**{key: child.get(key) for key in ("slot", "pid", "device", "gpu_memory_mib", "precision")},

@@ -72,14 +72,12 @@ def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds:
 def min_cosines(source: Path, embedders: dict[str, Any]) -> dict[str, float]:
     """Each candidate's least cosine to sentence-transformers' own f32 vectors over the held-out texts."""
     import numpy as np
-    import torch
     from sentence_transformers import SentenceTransformer
 
+    from inference_tasks.worker.runtimes.torch_placement import float32_weights
+
     texts = held_out_texts()
-    # float32 whatever the checkpoint stores (worker/runtimes/torch_placement.py float32_weights).
-    torch_model = SentenceTransformer(
-        str(source), device="cpu", local_files_only=True, model_kwargs={"dtype": torch.float32}
-    )
+    torch_model = SentenceTransformer(str(source), device="cpu", local_files_only=True, model_kwargs=float32_weights())
     reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
     return {
         name: float(np.min((reference * embedder.encode(texts, normalize=True)).sum(axis=1)))

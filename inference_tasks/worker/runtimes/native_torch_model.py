@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 NATIVE_ENGINE = "native-bert"
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class NativeBertEmbedder(PipelineEmbedder, TorchModelFacts):
@@ -36,10 +37,7 @@ class NativeBertEmbedder(PipelineEmbedder, TorchModelFacts):
     def _hidden(self, batch: dict[str, np.ndarray]) -> np.ndarray:
         import torch
 
+        # The JSON tokenizer (native_bert requires tokenizer.json) always gives all three inputs.
         with torch.inference_mode():
-            inputs = {name: torch.from_numpy(batch[name]).to(self.device) for name in ("input_ids", "attention_mask")}
-            types = batch.get("token_type_ids")
-            inputs["token_type_ids"] = (
-                torch.from_numpy(types).to(self.device) if types is not None else torch.zeros_like(inputs["input_ids"])
-            )
+            inputs = {name: torch.from_numpy(batch[name]).to(self.device) for name in MODEL_INPUTS}
             return self._model(**inputs).float().cpu().numpy()

@@ -18,7 +18,8 @@ class TorchModelFacts:
     backend = "torch"
     # Who runs the network: sentence-transformers here; NativeBertEmbedder says "native-bert".
     engine = "sentence-transformers"
-    # The sentence-transformers model (SentenceTransformer, CrossEncoder, SparseEncoder), set by the subclass.
+    # The torch module the subclass runs (SentenceTransformer, CrossEncoder, SparseEncoder or native_bert's
+    # Bert), moved by place().
     _model: Any
 
     def __init__(self, name: str, device: str) -> None:
