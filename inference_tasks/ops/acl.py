@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from inference_tasks.redis_access.keys import (
     CLASSIFIER_NAMES_KEY,
+    CONTROL_BROADCAST_CHANNEL,
     DEAD_LETTER_KEY,
     DOORBELL_KEY_PREFIX,
     DURABLE_CLAIM_KEY_PREFIX,
@@ -80,7 +81,7 @@ def events_and_control(db: int) -> tuple[str, ...]:
     """kombu's fanout exchanges over pub/sub in database `db`: task events and remote-control
     broadcasts. Subscribers PSUBSCRIBE these exact patterns, and Redis allows a PSUBSCRIBE only to
     a pattern granted literally, so they are spelled per database."""
-    return (f"/{db}.celeryev/*", f"/{db}.celery.pidbox")
+    return (f"/{db}.celeryev/*", CONTROL_BROADCAST_CHANNEL.format(db=db))
 
 
 CONTROL_REPLIES = ("*.reply.celery.pidbox*",)

@@ -4,9 +4,10 @@
 fleet; `embed FILE` / `classify FILE` push a whole file through it. Nothing heavy is imported
 until a command needs it (`doctor` loads the model; the others never import torch).
 
-Each preset replaces this process with `celery -A inference_tasks worker ...` (exec, not a child):
-signals reach Celery directly, so TERM stays a warm shutdown. Extra arguments are passed through
-and, given later on the command line, override the preset's (e.g. `--concurrency 4`).
+Each preset becomes Celery's worker in this same process (`ops/worker_launch.py`: Celery's `worker`
+command for `-A inference_tasks`, without the umbrella command's imports), not a child: signals reach
+Celery directly, so TERM stays a warm shutdown. Extra arguments are passed through and, given later
+on the command line, override the preset's (e.g. `--concurrency 4`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h"]}
 
 
-def exec_celery_worker(preset: list[str], extra: tuple[str, ...], environment: dict[str, str]) -> None:
-    """Replace this process with the Celery worker command."""
+def become_celery_worker(preset: list[str], extra: tuple[str, ...], environment: dict[str, str]) -> None:
+    """Turn this process into the Celery worker (the app reads `environment` when it first configures)."""
+    from inference_tasks.ops.worker_launch import run_worker
+
     os.environ.update(environment)
-    argv = [sys.executable, "-m", "celery", "-A", "inference_tasks", "worker", *preset, *extra]
-    sys.stdout.flush()
-    os.execv(sys.executable, argv)
+    run_worker([*preset, *extra])
 
 
 @click.group()
@@ -86,7 +87,7 @@ def worker(model: str | None, celery_args: tuple[str, ...]) -> None:
     queues = settings.catalogue.queues_of(alias)
     node = "inference@%h" if INFERENCE_QUEUE in queues else f"inference-{alias}@%h"
     preset = ["-Q", ",".join(queues), "--pool", "prefork", "-n", node, "-l", "info"]
-    exec_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "inference"})
+    become_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "inference"})
 
 
 @main.command(context_settings=PASS_THROUGH)
@@ -102,7 +103,7 @@ def trainer(model: str | None, celery_args: tuple[str, ...]) -> None:
     queues = settings.catalogue.queues_of(alias, TRAINING_QUEUE)
     node = "trainer@%h" if TRAINING_QUEUE in queues else f"trainer-{alias}@%h"
     preset = ["-Q", ",".join(queues), "--pool", "prefork", "--concurrency", "1", "-n", node, "-l", "info"]
-    exec_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "trainer"})
+    become_celery_worker(preset, celery_args, {**environment, "INFERENCE_PROFILE": "trainer"})
 
 
 def _app() -> Any:

@@ -29,6 +29,9 @@ FETCH_RETRY_KEY = f"{KEY_PREFIX}:fetch-retry"
 DOORBELL_KEY_PREFIX = f"{KEY_PREFIX}:doorbell:"
 # Where Redis' client-side tracking sends its notices to a RESP2 connection (broker/wakeup.py).
 INVALIDATE_CHANNEL = "__redis__:invalidate"
+# kombu's pub/sub channel for Celery's remote-control broadcasts in database `db` (its fanout prefix
+# "/<db>." and the mailbox's exchange "celery.pidbox"): every worker's main process listens on it.
+CONTROL_BROADCAST_CHANNEL = "/{db}.celery.pidbox"
 # Recent task failures for `inference-tasks status` (redis_access/queue_state.py).
 RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,

@@ -298,6 +298,37 @@ PINNED: dict[str, tuple[str, str]] = {
         "result_backend.SentinelResultBackend",
     ),
     "celery.backends.redis:SentinelBackend._get_pool": ("eba0a0422c5ac546", "result_backend.SentinelResultBackend"),
+    "celery.bin.celery:celery.callback": (
+        "f635735d53b276e9",
+        "ops/worker_launch.py (the context the umbrella's callback builds for -A: app, user options, NO_COLOR)",
+    ),
+    "celery.bin.celery:main": (
+        "0204581f5c96a470",
+        "ops/worker_launch.py (auto_envvar_prefix CELERY, so CELERY_WORKER)",
+    ),
+    "celery.__main__:main": ("c04d81b70332eb03", "ops/worker_launch.py (maybe_patch_concurrency before the command)"),
+    "celery.bin.worker:worker.callback": (
+        "20bbae1a8e3509c3",
+        "ops/worker_launch.py (reads ctx.obj.app, no_color, quiet; --detach re-runs `python -m celery`)",
+    ),
+    "celery.bin.base:CLIContext.__init__": ("46469f35cb413f14", "ops/worker_launch.py (the context object it builds)"),
+    "kombu.transport.redis:Channel._receive_one": (
+        "d59b8751d89757dc",
+        "celery_ext/mingle.py (an empty pub/sub payload is dropped unread: counting listeners costs them nothing)",
+    ),
+    "kombu.pidbox:Mailbox._get_exchange": ("e52b72e2622aef14", "keys.CONTROL_BROADCAST_CHANNEL (<namespace>.pidbox)"),
+    "celery.worker.consumer.mingle:Mingle.__init__": (
+        "1b4339cd4174241e",
+        "consumer.Consumer.__init__ (without_mingle from worker_options turns the step off)",
+    ),
+    "celery.worker.consumer.mingle:Mingle.send_hello": (
+        "4320ff9fff025ca8",
+        "celery_ext/mingle.py (the fixed one-second wait it saves a worker with nobody to answer)",
+    ),
+    "celery.worker.consumer.consumer:Consumer.__init__": (
+        "c27ca6ec2d4bbfe4",
+        "consumer.Consumer.__init__ (worker_options reach the blueprint's steps)",
+    ),
     "pytest_celery.api.base:CeleryTestNode": ("4304263deaa8883f", "tests/support/celery_nodes.py (what a node reads)"),
     "pytest_celery.api.worker:CeleryTestWorker": ("c9cf1a8271146d2d", "tests/support/celery_nodes.py (worker node)"),
     "pytest_celery.api.setup:CeleryTestSetup.ready": ("769d164bdb52008e", "tests/support/celery_nodes.py (readiness)"),

@@ -12,6 +12,9 @@ queue and id, acked) and the worker takes the next one. Two kinds of error are n
 fault and keep Celery's handling: a lost broker connection (Celery reconnects; the message returns
 to its queue) and a full Redis (the message is put back for later).
 
+A worker that no other worker could answer skips Celery's mingle and its one-second wait
+(celery_ext/mingle.py).
+
 And when Redis refuses the worker's ACL user a command, key or channel while the consumer starts or
 runs (a grant missing from an old aclfile), the worker stops with a message naming the user, what
 Redis refused and where the grants come from, where Celery said only "Unrecoverable error:
@@ -27,7 +30,9 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 from vine import promise as vine_promise
 
+from inference_tasks.app import is_inference_app
 from inference_tasks.redis_access.redis_errors import is_out_of_memory, missing_grant_message, permission_error_in
+from inference_tasks.worker.celery_ext.mingle import nobody_to_mingle_with
 from inference_tasks.worker.celery_ext.request import refuse_message, requeue_message
 from inference_tasks.worker.lifecycle.context import current
 
@@ -44,6 +49,16 @@ class Consumer(CeleryConsumer):
     # (the connection it serves, the micro-batcher) for the coalesced tasks (worker/batching/strategy.py):
     # state of this consumer, replaced when it reconnects.
     inference_batcher: tuple[Any, Any] | None = None
+
+    def __init__(
+        self, *args: Any, app: Any = None, worker_options: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        options = dict(worker_options or {})
+        mingles = app is not None and is_inference_app(app) and not options.get("without_mingle")
+        if mingles and nobody_to_mingle_with(app.settings):  # celery_ext/mingle.py: saves its one-second wait
+            logger.info("mingle: no other worker listens for broadcasts; starting without mingle")
+            options["without_mingle"] = True
+        super().__init__(*args, app=app, worker_options=options, **kwargs)
 
     def start(self) -> None:
         try:
