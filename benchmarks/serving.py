@@ -41,6 +41,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,13 @@ DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "serving.json"
 MAIN_CONFIGS = ["http-default", "http-pinned", "celery-unpinned", "celery", "ceiling"]
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(
+    description: str | None = None, extend: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
+    """This script's options; `extend` adds a calling script's own (benchmarks/runtimes_report.py)."""
+    parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
+    if extend is not None:
+        extend(parser)
     parser.add_argument("--levels", default="10,20,40", help="concurrent producers for the main comparison")
     parser.add_argument("--requests", type=int, default=32, help="requests per run below 40 producers")
     parser.add_argument("--requests-40", type=int, default=48, help="requests per run at 40 producers or more")

