@@ -104,7 +104,8 @@ def test_producers_enqueue_and_read_results_and_are_refused_the_rest(acl_server,
 
 def test_the_worker_user_may_be_woken_on_push(acl_server, acl_worker):
     """Its grants include client-side tracking and the notices' channel (broker/wakeup.py): the idle
-    worker tracks its lists under its own user, and never logs the fallback."""
+    worker tracks its lists under its own user, and never logs the fallback; and the PUBLISH that lets
+    a worker alone skip mingle's wait."""
     app = producer_app(url(acl_server, "producer"))
     assert len(collect(send(app, EMBED_TASK, args=[["then idle"]], priority=5), RESULT_TIMEOUT_S)["embeddings"]) == 1
     admin = redis.Redis.from_url(f"redis://admin:admin-secret@127.0.0.1:{acl_server.port}/0")
@@ -115,6 +116,9 @@ def test_the_worker_user_may_be_woken_on_push(acl_server, acl_worker):
 
     wait_until(lambda: tracking(), 30, "the idle worker's tracking connection")
     assert "refused client-side tracking" not in acl_worker.log()
+    # And its count of listeners on the broadcast channel (worker/celery_ext/mingle.py) is granted: alone,
+    # it started without mingle's wait instead of falling back to it.
+    assert "starting without mingle" in acl_worker.log()
 
 
 def test_the_operators_tools_work_under_the_operator_user(acl_server, acl_worker):
