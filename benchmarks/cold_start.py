@@ -105,6 +105,24 @@ def one_launch(
             "loaded": info.get("loaded_runtimes", ["(not reported)"])}  # fmt: skip
 
 
+def timed_launches(
+    launches: dict[str, tuple[Path, tuple[str, ...], dict[str, Any]]], work: Path, rounds: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Every launch (label -> the tree it runs from, `python -m` module and arguments, INFERENCE_* settings)
+    `rounds` times, alternated, each on a fresh database of one redis-server: their one_launch figures."""
+    server = start_redis(work / "redis")
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in launches}
+    try:
+        for number, (_, label) in enumerate(alternated(list(launches), rounds)):
+            tree, module_and_args, options = launches[label]
+            command = launch_command(tree, module_and_args, f"cold{number}")
+            runs[label].append(one_launch(server.url(number), work, f"cold{number}", command, options))
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -118,16 +136,9 @@ def main() -> None:
     configs = configurations(work / "cache")
     trees = {"": REPO_ROOT, **({f" @ {args.against}": worktree_of(args.against, work)} if args.against else {})}
     launches = {name + suffix: (tree, *configs[name]) for suffix, tree in trees.items() for name in configs}
-    server = start_redis(work / "redis")
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in launches}
     try:
-        for number, (_, label) in enumerate(alternated(list(launches), rounds)):
-            tree, module_and_args, options = launches[label]
-            command = launch_command(tree, module_and_args, f"cold{number}")
-            runs[label].append(one_launch(server.url(number), work, f"cold{number}", command, options))
+        runs = timed_launches(launches, work, rounds)
     finally:
-        server.process.terminate()
-        server.process.wait(timeout=10)
         for suffix, tree in trees.items():
             if suffix:
                 remove_worktree(tree)

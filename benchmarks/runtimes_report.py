@@ -113,19 +113,12 @@ def cold_starts(cache: Path, work: Path, launches: int) -> dict[str, dict[str, f
         "openvino int8": {"backend": "openvino", "model_cache": str(cache), "openvino_precision": "int8"},
         "multilingual (numpy)": {"model": "multilingual"},
     }
-    server = localstack.start_redis(work / "redis-cold")
-    found: dict[str, list[dict[str, Any]]] = {label: [] for label in configs}
-    try:
-        for number, (_, label) in enumerate(alternated(list(configs), launches)):
-            command = cold_start.launch_command(REPO_ROOT, cold_start.PRESET, f"cold{number}")
-            launch = cold_start.one_launch(server.url(number), work, f"cold{number}", command, configs[label])
-            found[label].append(launch)
-    finally:
-        server.process.terminate()
-        server.process.wait(timeout=10)
+    runs = cold_start.timed_launches(
+        {label: (REPO_ROOT, cold_start.PRESET, options) for label, options in configs.items()}, work / "cold", launches
+    )
     return {
-        label: {key: statistics.median(float(run[key]) for run in runs) for key in ("ready_s", "first_result_s")}
-        for label, runs in found.items()
+        label: {key: statistics.median(float(run[key]) for run in found) for key in ("ready_s", "first_result_s")}
+        for label, found in runs.items()
     }
 
 
