@@ -288,6 +288,8 @@ def account(ledger: Ledger, injector: faults.Injector, runs: Counter[str], recei
             "ran_twice_unaccounted": unaccounted[:20],
             "reply_jobs": dict(Counter(replies)),
             "reply_jobs_lost_in_a_failover": replies_lost_in_a_failover[:20],
+            # Replies to messages whose push was never confirmed (the producer gave up): delivered all the same.
+            "reply_jobs_of_unconfirmed_sends": sum(ledger.early_replies.values()),
         },
         "send_errors_retried": dict(ledger.send_errors),
         "send_error_examples": dict(ledger.send_error_examples),

@@ -45,11 +45,19 @@ class Ledger:
     samples: list[dict[str, Any]] = field(default_factory=list)
     send_errors: dict[str, int] = field(default_factory=dict)
     send_error_examples: dict[str, str] = field(default_factory=dict)
+    # Reply jobs collected before their task entered the ledger, by task id. A push confirmed late (a
+    # producer's retry after NotReplicated, with the same id) enters the ledger when the retry returns,
+    # and the worker may have run the first message and pushed its reply before then: that reply is
+    # the task's, and counting it only once the task is known lost it (the quick run's "reply job per
+    # run" flake, one run in seven).
+    early_replies: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sent(self, task_id: str, kind: str, expect_failure: bool = False, at: float | None = None) -> None:
         with self.lock:
-            self.entries[task_id] = Entry(kind, time.time() if at is None else at, expect_failure)
+            entry = Entry(kind, time.time() if at is None else at, expect_failure)
+            entry.replies = self.early_replies.pop(task_id, 0)
+            self.entries[task_id] = entry
 
     def send_error(self, error: BaseException | str) -> None:
         """Count a refused send by kind; the first of each kind keeps its traceback, for the report."""
@@ -73,6 +81,8 @@ class Ledger:
         with self.lock:
             if task_id in self.entries:
                 self.entries[task_id].replies += 1
+            else:
+                self.early_replies[task_id] = self.early_replies.get(task_id, 0) + 1
 
     def completed(self) -> int:
         with self.lock:
