@@ -1,21 +1,21 @@
 """Waking an idle consumer as soon as any list it consumes is written, instead of at Redis' next timer tick.
 
-An idle consumer waits with one blocking command, which can watch one list (fetch.py): a message on
-any other list (a priority list, the worker's second queue) waited for the end of that command's
-timeout, which Redis only notices on its timer (every 100 ms at its default `hz` 10): ~75 ms at the
-median (docs/benchmarks.md, "The atomic take"). Here the worker's main process asks Redis to say
-whenever a key under its queues' names is written (client-side tracking in broadcast mode,
-`CLIENT TRACKING on REDIRECT <id> BCAST PREFIX <queue> ... NOLOOP`, the notices arriving on a second
-connection subscribed to `__redis__:invalidate`), and the consumer waits on a doorbell list of its
-own instead: a notice for one of its lists rings the doorbell (one RPUSH, only while the consumer
-waits), the wait returns, and the next take finds the message. A notice that arrives while a take is
-in flight marks a write as pending, and the consumer takes again instead of waiting.
+An idle consumer waits with one blocking command, which can watch one list (fetch.py): a message on any
+other list (a priority list, the worker's second queue) waited for the end of that command's timeout,
+which Redis only notices on its timer (every 100 ms at its default `hz` 10): ~75 ms at the median
+(docs/benchmarks.md, "The atomic take"). Here the worker's main process asks Redis to say whenever a key
+under its queues' names is written (client-side tracking in broadcast mode, `CLIENT TRACKING on REDIRECT
+<id> BCAST PREFIX <queue> ... NOLOOP`, the notices arriving on a second connection subscribed to
+`__redis__:invalidate`), and the consumer waits on a doorbell list of its own instead: a notice for one
+of its lists rings the doorbell (one script, only while the consumer waits, and only if a named list
+holds a message in the consumer's database: notices name keys of every database, and pops as well as
+pushes), the wait returns, and the next take finds the message. A notice that arrives while a take is in
+flight marks a write as pending, and the consumer takes again instead of waiting.
 
-Nothing depends on it: a Redis that refuses tracking (an ACL without `client|tracking`, a provider
-that disables it) or a notice connection that fails leaves the consumer waiting as before, on the
-list it last took from, with one log line; a later idle moment tries again. Notices are read in the
-worker's event loop (the hub), never in a thread (the main process forks).
-"""
+Nothing depends on it: a Redis that refuses tracking (an ACL without `client|tracking`, a provider that
+disables it) or a notice connection that fails leaves the consumer waiting as before, on the list it
+last took from, with one log line; a later idle moment tries again. Notices are read in the worker's
+event loop (the hub), never in a thread (the main process forks)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from time import monotonic
 from typing import Any
 
+from inference_tasks.lua import script
 from inference_tasks.redis_access.keys import DOORBELL_KEY_PREFIX, INVALIDATE_CHANNEL
 
 logger = logging.getLogger(__name__)
@@ -136,17 +137,15 @@ class Waker:
     def on_readable(self) -> None:
         """Read every notice that has arrived; ring the doorbell once if one names a watched list."""
         try:
-            written = False
+            written: set[str] = set()
             notices = self.notices
             while notices is not None and notices.can_read(timeout=0):
                 notice = notices.read_response()
                 if notice and notice[0] in (b"message", "message"):
-                    keys = notice[2] or []
-                    written = written or any(
-                        (key.decode() if isinstance(key, bytes) else key) in self.watched for key in keys
-                    )
+                    names = ((key.decode() if isinstance(key, bytes) else key) for key in notice[2] or [])
+                    written.update(name for name in names if name in self.watched)
             if written:
-                self.ring()
+                self.ring(sorted(written))
         except Exception as error:  # noqa: BLE001 - the consumer falls back to waiting as before
             logger.warning(
                 "client-side tracking stopped (%s: %s); waiting on one list at a time", type(error).__name__, error
@@ -154,15 +153,13 @@ class Waker:
             self.stop()
             self.failed_at = monotonic()
 
-    def ring(self) -> None:
-        """A watched list was written: wake a waiting consumer, or have the next wait skipped."""
+    def ring(self, written: list[str]) -> None:
+        """Watched lists were written: wake a waiting consumer if one of them holds a message in its
+        database (ring.lua), or have the next wait skipped while a take is in flight."""
         if not self.waiting:
             self.pending = True
             return
-        self.waiting = False
         tracking = self.tracking
-        commands = (("RPUSH", self.doorbell_key, "1"), ("LTRIM", self.doorbell_key, -1, -1),
-                    ("EXPIRE", self.doorbell_key, DOORBELL_TTL_S))  # fmt: skip
-        tracking.send_packed_command(tracking.pack_commands(commands))
-        for _ in commands:
-            tracking.read_response()
+        tracking.send_command("EVAL", script("ring"), 1 + len(written), self.doorbell_key, *written, DOORBELL_TTL_S)
+        if tracking.read_response():
+            self.waiting = False
