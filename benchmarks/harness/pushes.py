@@ -7,7 +7,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from celery.signals import before_task_publish
+
 from inference_tasks.producer import collect
+from inference_tasks.routing import SENT_AT_HEADER
 
 RESULT_TIMEOUT_S = 60
 
@@ -30,3 +33,22 @@ def all_at_once(send_one: Callable[[int], Any], count: int) -> float:
     for result in sent:
         collect(result, RESULT_TIMEOUT_S)
     return count / (time.perf_counter() - began)
+
+
+class PushStamps:
+    """Each task's send stamp (routing.SENT_AT_HEADER), by task id: the Unix time its producer took just
+    before the push (Celery's before_task_publish: the message built, kombu's LPUSH next). Latency
+    "from push" is measured from it, so the Python producer's own work before the push (its result
+    subscription, building the message) is not counted as the queue's; a Ruby producer has its own."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+        before_task_publish.connect(self._stamped, weak=False, dispatch_uid="benchmarks.push_stamps")
+
+    def _stamped(self, headers: dict[str, Any] | None = None, **_: Any) -> None:
+        if headers is not None and "id" in headers:
+            # Set here if the app's own stamp (redis_access/sent_at.py) has not run yet: it keeps one set.
+            self.at[headers["id"]] = headers.setdefault(SENT_AT_HEADER, time.time())
+
+    def close(self) -> None:
+        before_task_publish.disconnect(dispatch_uid="benchmarks.push_stamps")
