@@ -15,7 +15,8 @@ flight marks a write as pending, and the consumer takes again instead of waiting
 Nothing depends on it: a Redis that refuses tracking (an ACL without `client|tracking`, a provider that
 disables it) or a notice connection that fails leaves the consumer waiting as before, on the list it
 last took from, with one log line; a later idle moment tries again. Notices are read in the worker's
-event loop (the hub), never in a thread (the main process forks)."""
+event loop (the hub), never in a thread (the main process forks).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Waking an idle consumer (broker/wakeup.py) on a real redis-server: a write to any list it consumes rings
 its doorbell while it waits (when the list holds a message in its database), or makes it take again
 instead of waiting; a write elsewhere does neither; a Redis that refuses tracking leaves it waiting as
-before, and says so once."""
+before, and says so once.
+"""
 
 from __future__ import annotations
 
