@@ -169,12 +169,20 @@ def test_a_training_task_sent_to_an_inference_queue_is_refused_naming_the_traini
 
 def test_small_reranks_share_a_forward_pass_and_keep_their_own_scores(app, local_model):
     """A burst of one-query reranks is micro-batched (query and documents of several tasks in one
-    encode) and every task still gets exactly its own cosines."""
+    encode) and every task still gets exactly its own cosines.
+
+    Both children are kept busy first (a long embed each), so the burst waits for them whatever the
+    pace of the sends: sent to idle children, a burst on a slow host could run one task at a time
+    (this failed one CI run in about ten)."""
     documents = candidates()[:6]
     queries = [t["text"] for t in TICKETS[10:22]]
     before = batched_tasks(app, "inference")
+    long_texts = [" ".join(t["text"] for t in TICKETS[i : i + 12]) for i in range(32)]
+    busy = [producer.send(app, EMBED_TASK, args=[long_texts]) for _ in range(2)]
     sent = [producer.send(app, RERANK_TASK, args=[query, documents]) for query in queries]
     results = [producer.collect(result, RESULT_TIMEOUT_S) for result in sent]
+    for result in busy:
+        producer.collect(result, RESULT_TIMEOUT_S)
     vectors = local_model.encode(documents, normalize_embeddings=True)
     for query, result in zip(queries, results, strict=True):
         expected = vectors @ local_model.encode(query, normalize_embeddings=True)
