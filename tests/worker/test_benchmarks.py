@@ -316,3 +316,13 @@ def test_runtimes_report_measures_every_runtime_in_one_run(tmp_path):
         assert row["p50_ms"] >= row["stored_p50_ms"] >= row["push_to_stored_p50_ms"] > row["inference_p50_ms"]
     assert set(report["cold_start"]) == {*report["idle_one_text"], "multilingual (numpy)"}
     assert all(row["ready_s"] > 0 for row in report["cold_start"].values())
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_one_text_measures_a_lone_worker_per_runtime_from_the_push(tmp_path):
+    report = _run("one_text", tmp_path / "one_text.json")
+    assert set(report["results"]) == {"torch", "openvino int8"}
+    for row in report["results"].values():
+        assert row["tasks"] == 8 and row["push_to_stored_p50_ms"] > row["inference_p50_ms"] > 0
+        assert row["over_own_work_from_call_ms"] >= row["over_own_work_ms"] > 0 and row["queue_p50_ms"] >= 0
