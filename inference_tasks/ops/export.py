@@ -104,18 +104,7 @@ def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
     target = int8_export_path(model, resolve_model_path(model), settings.model_cache_dir)
     if is_exported(target) and not force:
         return Export(target, False, 0.0)
-
-    def quantize(staging: Path) -> dict[str, Any]:
-        calibration = _quantize(base.path, staging / IR_FILE)
-        return {
-            **json.loads((base.path / MANIFEST_FILE).read_text()),
-            "precision": "int8",
-            "quantized_from": str(base.path),
-            "nncf": _nncf_version(),
-            "calibration": calibration,
-        }
-
-    return _write_export(target, base.path, shutil.ignore_patterns("openvino", MANIFEST_FILE), quantize)
+    return quantize_export(base.path, target, Int8Recipe())
 
 
 # Texts per calibration batch: the corpus's texts in its own order, padded per batch as served.
@@ -128,10 +117,39 @@ CALIBRATION_BATCH = 8
 KEPT_IN_FLOAT = (r".*layer\.\d+\.output\.dense.*",)
 
 
-def _quantize(export: Path, ir_file: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Int8Recipe:
+    """How NNCF quantizes an export: the layers kept in the runtime's float precision (name patterns), and
+    SmoothQuant's alpha for MatMuls (None: NNCF's default for transformers, 0.95; -1: off). The default
+    is what `export-model` builds; benchmarks/int8_recipes.py times others against it on a host."""
+
+    kept_in_float: tuple[str, ...] = KEPT_IN_FLOAT
+    smooth_quant_alpha: float | None = None
+    # Texts calibrated on after the package's corpus (its scales then cover them too).
+    extra_calibration: tuple[str, ...] = ()
+
+
+def quantize_export(base: Path, target: Path, recipe: Int8Recipe) -> Export:
+    """The full-precision export at `base` quantized by NNCF with `recipe` into a complete export at `target`."""
+
+    def quantize(staging: Path) -> dict[str, Any]:
+        calibration = _quantize(base, staging / IR_FILE, recipe)
+        return {
+            **json.loads((base / MANIFEST_FILE).read_text()),
+            "precision": "int8",
+            "quantized_from": str(base),
+            "nncf": _nncf_version(),
+            "calibration": calibration,
+        }
+
+    return _write_export(target, base, shutil.ignore_patterns("openvino", MANIFEST_FILE), quantize)
+
+
+def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]:
     """Quantize the IR at `export` into `ir_file`; what it was calibrated on, for the manifest."""
     import nncf
     import openvino
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
     from transformers import AutoTokenizer
 
     from inference_tasks.worker.runtimes.st_pipeline import pipeline_config
@@ -142,7 +160,7 @@ def _quantize(export: Path, ir_file: Path) -> dict[str, Any]:
     inputs = [port.get_any_name() for port in model.inputs]
     tokenizer = AutoTokenizer.from_pretrained(str(export), local_files_only=True)
     max_length = pipeline_config(export)["max_seq_length"] or tokenizer.model_max_length
-    texts = corpus_texts()
+    texts = corpus_texts() + list(recipe.extra_calibration)
     batches = []
     for start in range(0, len(texts), CALIBRATION_BATCH):
         tokens = tokenizer(
@@ -155,11 +173,17 @@ def _quantize(export: Path, ir_file: Path) -> dict[str, Any]:
         nncf.Dataset(batches),
         model_type=nncf.ModelType.TRANSFORMER,
         subset_size=len(batches),
-        ignored_scope=nncf.IgnoredScope(patterns=list(KEPT_IN_FLOAT), validate=False),
-    )
+        ignored_scope=nncf.IgnoredScope(patterns=list(recipe.kept_in_float), validate=False),
+        **({} if recipe.smooth_quant_alpha is None else {"advanced_parameters": AdvancedQuantizationParameters(
+            smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=recipe.smooth_quant_alpha))}),
+    )  # fmt: skip
     ir_file.parent.mkdir(parents=True, exist_ok=True)
     openvino.save_model(quantized, ir_file, compress_to_fp16=False)
-    return {"texts": len(texts), "batches": len(batches), "corpus": corpus_digest(), "kept_in_float": KEPT_IN_FLOAT}
+    return {
+        "texts": len(texts), "batches": len(batches), "corpus": corpus_digest(), "kept_in_float": recipe.kept_in_float,
+        **({} if recipe.smooth_quant_alpha is None else {"smooth_quant_alpha": recipe.smooth_quant_alpha}),
+        **({"extra_calibration_texts": len(recipe.extra_calibration)} if recipe.extra_calibration else {}),
+    }  # fmt: skip
 
 
 def _nncf_version() -> str:

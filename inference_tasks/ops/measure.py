@@ -69,14 +69,15 @@ def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds:
     return record
 
 
-def min_cosines(source: Path, embedders: dict[str, Any]) -> dict[str, float]:
-    """Each candidate's least cosine to sentence-transformers' own f32 vectors over the held-out texts."""
+def min_cosines(source: Path, embedders: dict[str, Any], texts: list[str] | None = None) -> dict[str, float]:
+    """Each candidate's least cosine to sentence-transformers' own f32 vectors over `texts` (the
+    held-out texts unless given)."""
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
     from inference_tasks.worker.runtimes.torch_placement import float32_weights
 
-    texts = held_out_texts()
+    texts = held_out_texts() if texts is None else texts
     torch_model = SentenceTransformer(str(source), device="cpu", local_files_only=True, model_kwargs=float32_weights())
     reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
     return {

@@ -36,6 +36,9 @@ def test_one_percentile_for_every_script():
     assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
     assert percentile([5.0, 1.0, 4.0, 2.0, 3.0], 0.5) == 3.0
     assert percentile([float(v) for v in range(1, 21)], 0.95) == 19.0
+    # A percent where a share belongs is refused: 99 once read as the maximum (runtimes_report's p99).
+    with pytest.raises(ValueError, match=r"share must be between 0 and 1 \(0.99 for p99\), got 99"):
+        percentile([1.0, 2.0], 99)
 
 
 def test_configurations_alternate_so_none_always_runs_first_or_last():
@@ -326,3 +329,14 @@ def test_one_text_measures_a_lone_worker_per_runtime_from_the_push(tmp_path):
     for row in report["results"].values():
         assert row["tasks"] == 8 and row["push_to_stored_p50_ms"] > row["inference_p50_ms"] > 0
         assert row["over_own_work_from_call_ms"] >= row["over_own_work_ms"] > 0 and row["queue_p50_ms"] >= 0
+
+
+@pytest.mark.long
+def test_int8_recipes_times_and_gates_each_recipe_beside_the_float_precisions(tmp_path):
+    report = _run("int8_recipes", tmp_path / "int8_recipes.json")
+    rows = report["candidates"]
+    assert {"f32", "int8: export-model (FFN down in float)", "int8: whole model"} <= set(rows)
+    for row in rows.values():
+        assert 0 < row["min_cosine"] <= 1.00001 and 0 < row["min_cosine_repetitive"] <= 1.00001
+        assert row["batch_texts_per_s"] > 0 and row[f"over_{report['reference']}"] > 0
+    assert rows["f32"]["passes_gate"]
