@@ -44,7 +44,7 @@ def export_int8(cache: Path) -> None:
                    capture_output=True, text=True, check=True)  # fmt: skip
 
 
-def one_at_a_time(app: Any, stamps: PushStamps, texts: list[str], count: int) -> list[tuple[float, ...]]:
+def idle_one_texts(app: Any, stamps: PushStamps, texts: list[str], count: int) -> list[tuple[float, ...]]:
     """`count` one-text tasks, each pushed a moment after the previous result is in (harness/pushes.py rows)."""
     rows = []
     for index in range(count):
@@ -77,8 +77,8 @@ def main() -> None:
             worker = start_worker(f"one-text-{round_index}-{label.replace(' ', '-')}", servers[label].url(0), work,
                                   dict(os.environ), **runtimes[label])  # fmt: skip
             try:
-                one_at_a_time(worker.app, stamps, texts, WARM_TASKS)  # the model warm, connections made
-                rows[label] += one_at_a_time(worker.app, stamps, texts, args.tasks)
+                idle_one_texts(worker.app, stamps, texts, WARM_TASKS)  # the model warm, connections made
+                rows[label] += idle_one_texts(worker.app, stamps, texts, args.tasks)
             finally:
                 worker.stop()
     finally:
