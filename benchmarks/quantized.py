@@ -47,8 +47,8 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
+    from inference_tasks.ml.corpus import corpus_texts
     from inference_tasks.worker.runtimes.loading import make_embedder
-    from inference_tasks.worker.tasks.calibration import corpus_texts
     from inference_tasks.worker.tasks.vectors import quantize, shaped
 
     tickets = [json.loads(line) for line in TICKETS.read_text().splitlines() if line.strip()]

@@ -1,13 +1,14 @@
 """Texts for the export-time accuracy gate that are not the int8 calibration corpus: its words recombined
 by a seeded generator into other texts, from one word to a few hundred, plus registers the corpus lacks
-(numbers, code, other languages). The same texts on every host, so a gate's figure means the same."""
+(numbers, code, other languages) and long runs of one repeated token. The same texts on every host, so a
+gate's figure means the same."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 
-from inference_tasks.worker.tasks.calibration import corpus_texts
+from inference_tasks.ml.corpus import corpus_texts
 
 OTHER_REGISTERS = (
     "Order 48213 shipped on 2026-11-30 via DHL, tracking JD014600003828.",
@@ -18,8 +19,22 @@ OTHER_REGISTERS = (
     "Можно ли изменить адрес доставки?",
 )
 
+# Long runs of one repeated token (spam, filler, a stuck key): a quantized model's activations on them
+# lie outside what ordinary text calibrates, and int8 lost most on them (docs/benchmarks.md, "int8
+# recipes") before the gate held them. None of these words is among the int8 export's own
+# repetitive calibration texts (ml/int8_recipe.REPEATED_TOKEN_CALIBRATION), so the gate sees new ones.
+REPEATED_TOKENS = (
+    "x " * 1500, "hello " * 300, "refund " * 100, "the " * 300, "." * 500, "spam " * 250, "lol " * 200,
+    "ok ok ok ok ok ok ok ok", "a " * 400, "please " * 200, "- " * 300, "0 " * 500,
+)  # fmt: skip
 
-def held_out_texts(count: int = 96, seed: int = 2026) -> list[str]:
+
+def held_out_texts() -> list[str]:
+    """The gate's texts: 96 recombined from the calibration corpus's words, then REPEATED_TOKENS."""
+    return recombined_corpus_texts(96, seed=2026) + list(REPEATED_TOKENS)
+
+
+def recombined_corpus_texts(count: int, seed: int) -> list[str]:
     """`count` texts recombined from the calibration corpus's words (see recombined)."""
     return recombined([word for text in corpus_texts() for word in text.split()], OTHER_REGISTERS, count, seed)
 

@@ -185,7 +185,8 @@ def export_model(backend: str, model: str | None, precision: str, force: bool) -
     if precision == "auto":
         from inference_tasks.ops.measure import measure_and_report
 
-        measure_and_report(settings, made[""].path, made[" int8"].path, force)
+        # A new int8 export (first, forced, or a new recipe's) makes any recorded measurement stale.
+        measure_and_report(settings, made[""].path, made[" int8"].path, force or made[" int8"].created)
 
 
 def _bulk_options(function: Any) -> Any:

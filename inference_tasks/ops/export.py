@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
 from inference_tasks.worker.runtimes.openvino_model import (
     FRAMEWORK_WEIGHTS,
     IR_FILE,
@@ -27,6 +28,7 @@ from inference_tasks.worker.runtimes.openvino_model import (
     export_path,
     int8_export_path,
     is_exported,
+    quantized_by,
 )
 
 if TYPE_CHECKING:
@@ -95,38 +97,22 @@ def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
 
     Static: every scale is fixed here, so a text's vector never depends on its batch-mates (dynamic
     int8 rescales per batch). Deterministic: the same corpus in the same order gives the same scales.
-    `force` redoes the quantization only.
+    An export quantized by another recipe (an older release's) is redone, so an upgrade's export-model
+    serves the current recipe. `force` redoes the quantization only.
     """
     from inference_tasks.worker.runtimes.loading import resolve_model_path
 
     base = export_openvino(settings)
     model = settings.served_model.source
     target = int8_export_path(model, resolve_model_path(model), settings.model_cache_dir)
-    if is_exported(target) and not force:
+    recipe = Int8Recipe()
+    if is_exported(target) and quantized_by(target) == recipe_digest(recipe) and not force:
         return Export(target, False, 0.0)
-    return quantize_export(base.path, target, Int8Recipe())
+    return quantize_export(base.path, target, recipe)
 
 
 # Texts per calibration batch: the corpus's texts in its own order, padded per batch as served.
 CALIBRATION_BATCH = 8
-# Kept out of int8: each layer's feed-forward down-projection (the 1536 -> 384 MatMul of
-# all-MiniLM-L6-v2, named `encoder.layer.N.output.dense` by BERT-family models). Quantized, short texts
-# lost the most (min cosine to torch 0.982 over the accuracy gate's varied texts); kept in the runtime's
-# float precision, 0.995 (docs/benchmarks.md, "int8"). A model whose layers are named otherwise is
-# quantized whole (validate=False) and must pass the gate on its own.
-KEPT_IN_FLOAT = (r".*layer\.\d+\.output\.dense.*",)
-
-
-@dataclass(frozen=True)
-class Int8Recipe:
-    """How NNCF quantizes an export: the layers kept in the runtime's float precision (name patterns), and
-    SmoothQuant's alpha for MatMuls (None: NNCF's default for transformers, 0.95; -1: off). The default
-    is what `export-model` builds; benchmarks/int8_recipes.py times others against it on a host."""
-
-    kept_in_float: tuple[str, ...] = KEPT_IN_FLOAT
-    smooth_quant_alpha: float | None = None
-    # Texts calibrated on after the package's corpus (its scales then cover them too).
-    extra_calibration: tuple[str, ...] = ()
 
 
 def quantize_export(base: Path, target: Path, recipe: Int8Recipe) -> Export:
@@ -149,11 +135,10 @@ def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]
     """Quantize the IR at `export` into `ir_file`; what it was calibrated on, for the manifest."""
     import nncf
     import openvino
-    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
     from transformers import AutoTokenizer
 
+    from inference_tasks.ml.corpus import corpus_digest, corpus_texts
     from inference_tasks.worker.runtimes.st_pipeline import pipeline_config
-    from inference_tasks.worker.tasks.calibration import corpus_digest, corpus_texts
 
     core = openvino.Core()
     model = core.read_model(export / IR_FILE)
@@ -174,16 +159,29 @@ def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]
         model_type=nncf.ModelType.TRANSFORMER,
         subset_size=len(batches),
         ignored_scope=nncf.IgnoredScope(patterns=list(recipe.kept_in_float), validate=False),
-        **({} if recipe.smooth_quant_alpha is None else {"advanced_parameters": AdvancedQuantizationParameters(
-            smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=recipe.smooth_quant_alpha))}),
+        advanced_parameters=_advanced_parameters(recipe),
     )  # fmt: skip
     ir_file.parent.mkdir(parents=True, exist_ok=True)
     openvino.save_model(quantized, ir_file, compress_to_fp16=False)
     return {
-        "texts": len(texts), "batches": len(batches), "corpus": corpus_digest(), "kept_in_float": recipe.kept_in_float,
+        "texts": len(texts), "batches": len(batches), "corpus": corpus_digest(), "recipe": recipe_digest(recipe),
+        "kept_in_float": recipe.kept_in_float,
         **({} if recipe.smooth_quant_alpha is None else {"smooth_quant_alpha": recipe.smooth_quant_alpha}),
         **({"extra_calibration_texts": len(recipe.extra_calibration)} if recipe.extra_calibration else {}),
+        **({} if recipe.activation_ranges is None else {"activation_ranges": recipe.activation_ranges}),
     }  # fmt: skip
+
+
+def _advanced_parameters(recipe: Int8Recipe) -> Any:
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+    from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+
+    changed: dict[str, Any] = {}
+    if recipe.smooth_quant_alpha is not None:
+        changed["smooth_quant_alphas"] = AdvancedSmoothQuantParameters(matmul=recipe.smooth_quant_alpha)
+    if recipe.activation_ranges is not None:
+        changed["activations_range_estimator_params"] = getattr(RangeEstimatorParametersSet, recipe.activation_ranges)
+    return AdvancedQuantizationParameters(**changed)
 
 
 def _nncf_version() -> str:

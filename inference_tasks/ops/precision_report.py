@@ -12,6 +12,12 @@ MEASURE_AGAIN = (
     "run `inference-tasks export-model --backend openvino --force` on that host (with its INFERENCE_MODEL_CACHE) "
     "and restart its workers: the fastest precision depends on the CPU"
 )
+QUANTIZE_AGAIN = (
+    "run `inference-tasks export-model --backend openvino` on that host (with its INFERENCE_MODEL_CACHE) and "
+    "restart its workers: it quantizes int8 again with this release's recipe and measures again"
+)
+# The choices doctor fails on, and what fixes each.
+FIXES = {"measured-elsewhere": MEASURE_AGAIN, "stale-export": QUANTIZE_AGAIN}
 
 
 def choices_of(replies: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -20,15 +26,16 @@ def choices_of(replies: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def precision_finding(replies: dict[str, Any]) -> tuple[bool, str, str] | None:
-    """doctor's line (ok, detail, fix): fails when a worker serves a precision measured on another CPU;
-    None when no worker runs OpenVINO."""
+    """doctor's line (ok, detail, fix): fails when a worker serves a precision measured on another CPU or
+    an int8 export of another release's recipe; None when no worker runs OpenVINO."""
     choices = choices_of(replies)
     if not choices:
         return None
-    elsewhere = {node: choice for node, choice in choices.items() if choice["how"] == "measured-elsewhere"}
-    if elsewhere:
-        choice = next(iter(elsewhere.values()))
-        return False, f"{', '.join(elsewhere)} serve {choice['precision']}, {choice['why']}", MEASURE_AGAIN
+    for how, fix in FIXES.items():
+        flagged = {node: choice for node, choice in choices.items() if choice["how"] == how}
+        if flagged:
+            choice = next(iter(flagged.values()))
+            return False, f"{', '.join(flagged)} serve {choice['precision']}, {choice['why']}", fix
     served = [f"{node}: {choice['precision']} ({choice['how']}: {choice['why']})" for node, choice in choices.items()]
     return True, "; ".join(served), ""
 
@@ -38,7 +45,7 @@ def precision_metric(replies: dict[str, Any]) -> Iterator[Any]:
     info = GaugeMetricFamily(
         "inference_worker_precision_info",
         "1 per OpenVINO worker: the precision it serves and how it was chosen (measured on this host, "
-        "measured-elsewhere: on another CPU, explicit, default)",
+        "measured-elsewhere: on another CPU, explicit, default, stale-export: int8 of another release's recipe)",
         labels=["worker", "precision", "how"],
     )
     for node, choice in choices_of(replies).items():

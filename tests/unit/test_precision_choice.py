@@ -3,6 +3,8 @@ the host's CPU read from /proc/cpuinfo, explicit settings winning, a record from
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from inference_tasks.ops.precision_report import precision_finding
@@ -68,3 +70,49 @@ def test_a_measurement_from_another_cpu_is_served_and_flagged(tmp_path):
     here = choose_precision("auto", tmp_path, AMX).as_dict()
     assert precision_finding({"a@h": {"precision_choice": here}})[0] is True
     assert precision_finding({"b@h": {}}) is None  # no worker on OpenVINO: no line
+
+
+def test_the_gate_tests_runs_of_repeated_tokens_the_int8_export_was_not_calibrated_on():
+    """The gate's repetitive texts and the int8 export's repetitive calibration texts share no word, and
+    a recipe that changes anything the scales depend on gets another digest (export-model redoes it)."""
+    from inference_tasks.ml.held_out import REPEATED_TOKENS, held_out_texts
+    from inference_tasks.ml.int8_recipe import REPEATED_TOKEN_CALIBRATION, Int8Recipe, recipe_digest
+
+    def words(texts) -> set[str]:
+        return {word for text in texts for word in text.split()} | {text[:1] for text in texts if " " not in text}
+
+    assert not words(REPEATED_TOKENS) & words(REPEATED_TOKEN_CALIBRATION)
+    assert set(REPEATED_TOKENS) <= set(held_out_texts())
+    assert Int8Recipe().extra_calibration == REPEATED_TOKEN_CALIBRATION
+    recipes = [Int8Recipe(), Int8Recipe(extra_calibration=()), Int8Recipe(kept_in_float=())]
+    recipes += [Int8Recipe(smooth_quant_alpha=0.5), Int8Recipe(activation_ranges="MINMAX")]
+    digests = {recipe_digest(recipe) for recipe in recipes}
+    assert len(digests) == 5 and recipe_digest(Int8Recipe()) == recipe_digest(Int8Recipe())
+
+
+@pytest.mark.parametrize("setting", ["auto", "int8"])
+def test_an_int8_export_of_another_releases_recipe_is_served_and_flagged(tmp_path, setting):
+    """An upgrade changed the int8 recipe but export-model was not run again: the worker serves the old
+    int8 export (measured or asked for), says so at start and in worker_info, and doctor fails until
+    export-model quantizes it again; an export of this release's recipe is not flagged."""
+    from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
+    from inference_tasks.worker.runtimes.openvino_model import IR_FILE, MANIFEST_FILE, export_path, int8_export_path
+    from inference_tasks.worker.runtimes.precision_choice import STALE_EXPORT, served_precision
+
+    source, cache = tmp_path / "model", tmp_path / "cache"
+    source.mkdir()
+    (source / "config.json").write_text("{}")
+    for export, calibration in ((export_path("m", source, cache), None), (int8_export_path("m", source, cache), {})):
+        (export / IR_FILE).parent.mkdir(parents=True)
+        (export / IR_FILE).write_text("<net/>")
+        (export / MANIFEST_FILE).write_text(json.dumps({} if calibration is None else {"calibration": calibration}))
+    write_record(export_path("m", source, cache), record(host_cpu(), winner="int8"))
+    stale = served_precision(setting, "m", source, cache)
+    assert (stale.precision, stale.how) == ("int8", STALE_EXPORT) and "another release's recipe" in stale.why
+    ok, detail, fix = precision_finding({"a@h": {"precision_choice": stale.as_dict()}})
+    assert not ok and detail.startswith("a@h serve int8") and "quantizes int8 again" in fix
+    manifest = int8_export_path("m", source, cache) / MANIFEST_FILE
+    manifest.write_text(json.dumps({"calibration": {"recipe": recipe_digest(Int8Recipe())}}))
+    current = served_precision(setting, "m", source, cache)
+    assert current.how == ("measured" if setting == "auto" else "explicit")
+    assert served_precision("f32", "m", source, cache).how == "explicit"  # int8 not served: nothing to flag

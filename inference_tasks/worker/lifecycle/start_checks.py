@@ -62,7 +62,8 @@ def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> 
 
 
 def refuse_to_start_without_the_export(settings: Settings) -> None:
-    """Stop the worker before it consumes anything if the OpenVINO export is missing.
+    """Stop the worker before it consumes anything if the OpenVINO export is missing (and warn when its
+    int8 export was quantized by another release's recipe: served, but doctor fails on it).
 
     Exporting here instead would trace the model with a torch forward pass in the process that
     forks the children (libgomp), and would repeat a deploy step on every start; a worker that
@@ -75,11 +76,14 @@ def refuse_to_start_without_the_export(settings: Settings) -> None:
         runtime_missing,
         served_export_path,
     )
-    from inference_tasks.worker.runtimes.precision_choice import served_precision
+    from inference_tasks.worker.runtimes.precision_choice import STALE_EXPORT, served_precision
 
     source = settings.served_model.source
     files = resolve_model_path(source)
-    precision = served_precision(settings.openvino_precision, source, files, settings.model_cache_dir).precision
+    choice = served_precision(settings.openvino_precision, source, files, settings.model_cache_dir)
+    if choice.how == STALE_EXPORT:
+        logger.warning("openvino precision: serving %s, %s", choice.precision, choice.why)
+    precision = choice.precision
     path = served_export_path(source, files, settings.model_cache_dir, precision)
     message = runtime_missing() or (None if is_exported(path) else missing_export_message(source, path, precision))
     if message:

@@ -20,6 +20,7 @@ fresh process's.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,14 @@ def is_exported(path: Path) -> bool:
     return (path / IR_FILE).is_file() and (path / MANIFEST_FILE).is_file()
 
 
+def quantized_by(path: Path) -> str | None:
+    """The int8 recipe's digest an export's manifest records (ml/int8_recipe.py); None when it records
+    none (a full-precision export, or an int8 one from before recipes were recorded)."""
+    manifest = json.loads((path / MANIFEST_FILE).read_text()) if (path / MANIFEST_FILE).is_file() else {}
+    recipe = manifest.get("calibration", {}).get("recipe")
+    return recipe if isinstance(recipe, str) else None
+
+
 INSTALL_HINT = "pip install 'inference-tasks[openvino]' (scripts/setup.sh installs it, from the lock)"
 
 
@@ -138,9 +147,10 @@ class OpenVinoEmbedder(PipelineEmbedder):
         self._inputs = [port.get_any_name() for port in self._model.inputs]
         self._request: Any = None
 
-    def compile(self, threads: int | None) -> None:
-        """Compile for this process with `threads` inference threads (None: OpenVINO's default)."""
-        config: dict[str, Any] = dict(BASE_CONFIG)
+    def compile(self, threads: int | None, op_counters: bool = False) -> None:
+        """Compile for this process with `threads` inference threads (None: OpenVINO's default);
+        `op_counters` turns on OpenVINO's per-op performance counters (op_times; benchmarks only)."""
+        config: dict[str, Any] = dict(BASE_CONFIG) | ({"PERF_COUNT": True} if op_counters else {})
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads
         if self.precision_setting in ("f32", "bf16"):
@@ -152,6 +162,15 @@ class OpenVinoEmbedder(PipelineEmbedder):
         self.precision = INT8 if self.precision_setting == INT8 else hint
         self.threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
         self._request = compiled.create_infer_request()
+
+    def op_times(self) -> dict[tuple[str, str], float]:
+        """Milliseconds per (operation type, kernel OpenVINO ran it with) in the last inference call, from
+        the performance counters (compile with op_counters): where a precision's time goes on this CPU."""
+        times: dict[tuple[str, str], float] = {}
+        for op in self._request.get_profiling_info():
+            key = (op.node_type, op.exec_type)
+            times[key] = times.get(key, 0.0) + op.real_time.total_seconds() * 1000
+        return times
 
     def _before_encode(self) -> None:
         if self._request is None:

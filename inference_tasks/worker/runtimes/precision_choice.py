@@ -6,7 +6,8 @@ on an AMD EPYC with AVX512_BF16 and no AMX, at 1.25x (docs/benchmarks.md, "int8"
 --backend openvino` times every candidate on the host that runs it and records the winner, with its
 figures and the CPU it was measured on, beside the export (ops/measure.py). A worker set to `auto`
 serves that record; a host whose CPU differs from the record's still serves it, and `doctor` says to
-measure again. Read here, in the worker's main process, before anything is compiled.
+measure again; so does an int8 export quantized by another release's recipe. Read here, in the
+worker's main process, before anything is compiled.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 # Beside the full-precision export (openvino_model.export_path), written last by export-model.
 CHOICE_FILE = "precision-choice.json"
 AUTO = "auto"
+INT8 = "int8"
+# PrecisionChoice.how for an int8 export another release quantized (its recipe is not this one's).
+STALE_EXPORT = "stale-export"
 # The CPU features that decide which precision is fastest (bf16 and int8 matrix units).
 DECIDING_FLAGS = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile", "avx_vnni")
 CPUINFO = Path("/proc/cpuinfo")
@@ -26,7 +30,8 @@ CPUINFO = Path("/proc/cpuinfo")
 
 @dataclass(frozen=True)
 class PrecisionChoice:
-    """What a worker serves and why: `how` is measured, measured-elsewhere, explicit or default."""
+    """What a worker serves and why: `how` is measured, measured-elsewhere, explicit, default or
+    stale-export (int8, quantized by another release's recipe)."""
 
     precision: str
     how: str
@@ -94,7 +99,25 @@ def choose_precision(setting: str, export: Path, cpu: dict[str, Any] | None = No
 
 
 def served_precision(setting: str, model: str, source: Path, cache: Path) -> PrecisionChoice:
-    """choose_precision for `model` (its files at `source`), whose export is under the model cache `cache`."""
-    from inference_tasks.worker.runtimes.openvino_model import export_path
+    """choose_precision for `model` (its files at `source`), whose export is under the model cache `cache`;
+    an int8 export quantized by another recipe than this release's is served, but flagged."""
+    from inference_tasks.worker.runtimes.openvino_model import export_path, int8_export_path, is_exported
 
-    return choose_precision(setting, export_path(model, source, cache))
+    choice = choose_precision(setting, export_path(model, source, cache))
+    int8 = int8_export_path(model, source, cache)
+    if choice.precision == INT8 and is_exported(int8):
+        return flag_stale_int8(choice, int8)
+    return choice
+
+
+def flag_stale_int8(choice: PrecisionChoice, int8_export: Path) -> PrecisionChoice:
+    """`choice` (int8), as `stale-export` when the export at `int8_export` was quantized by another recipe."""
+    from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
+    from inference_tasks.worker.runtimes.openvino_model import quantized_by
+
+    if quantized_by(int8_export) == recipe_digest(Int8Recipe()):
+        return choice
+    return PrecisionChoice(
+        INT8, STALE_EXPORT, f"{choice.why}; but its int8 export ({int8_export}) was quantized by another release's "
+        "recipe: run `inference-tasks export-model --backend openvino` here to quantize and measure again",
+    )  # fmt: skip

@@ -17,15 +17,14 @@ always describe what is being quantized.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from inference_tasks.ml.corpus import corpus_digest, corpus_texts
 from inference_tasks.worker.tasks.vectors import shaped
 
 if TYPE_CHECKING:
@@ -36,18 +35,6 @@ if TYPE_CHECKING:
     from inference_tasks.worker.runtimes.models import ModelHolder
 
 logger = logging.getLogger(__name__)
-
-CORPUS = "calibration_texts.jsonl"
-
-
-def corpus_texts() -> list[str]:
-    """The calibration corpus, in its fixed order."""
-    text = (resources.files("inference_tasks.ml") / CORPUS).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def corpus_digest() -> str:
-    return hashlib.sha256((resources.files("inference_tasks.ml") / CORPUS).read_bytes()).hexdigest()[:12]
 
 
 def stored_path(embedder: Embedder, source: str, cache: Path) -> Path:
