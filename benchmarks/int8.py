@@ -16,6 +16,7 @@ import statistics
 import tempfile
 
 from benchmarks.harness.alternation import alternated
+from benchmarks.harness.op_profile import op_profile, print_profile
 from benchmarks.harness.report import cpu_name
 from benchmarks.harness.runner import per_call_us
 from benchmarks.harness.workload import make_batches, ticket_texts
@@ -85,36 +86,12 @@ def main() -> None:
         ratios = ", ".join(f"{w} {statistics.median(rates[(name, w)]) / auto[w]:.2f}x" for w in workloads)
         print(f"{name} / openvino auto: {ratios}")
     if options.profile:
-        for name in ("openvino auto", "openvino int8"):
-            profile(paths["int8" if "int8" in name else "f32"], embedders[name], workloads["64 tickets"][0])
+        for name, export, precision in (("openvino auto", "f32", "auto"), ("openvino int8", "int8", "int8")):
+            batch = workloads["64 tickets"][0]
+            print_profile(name, op_profile(paths[export], precision, batch), len(batch))
     f32 = {w: statistics.median(rates[("openvino f32", w)]) for w in workloads}
     ratios = ", ".join(f"{w} {statistics.median(rates[('int8, f32 elsewhere', w)]) / f32[w]:.2f}x" for w in workloads)
     print(f"int8, f32 elsewhere / openvino f32 (a CPU without bf16): {ratios}")
-
-
-def profile(path: object, embedder: object, batch: list[str]) -> None:
-    """OpenVINO's performance counters for one 64-text batch: time per op type and kernel, top 8."""
-    import openvino
-
-    from inference_tasks.worker.runtimes.openvino_model import IR_FILE
-
-    core = openvino.Core()
-    config = {"NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1, "PERF_COUNT": True}
-    if getattr(embedder, "precision", None) == "f32":
-        config["INFERENCE_PRECISION_HINT"] = "f32"
-    request = core.compile_model(core.read_model(path / IR_FILE), "CPU", config).create_infer_request()  # type: ignore[operator]
-    tokens = embedder._tokenizer(batch, padding=True, truncation=True, max_length=256, return_tensors="np")  # type: ignore[attr-defined]
-    feed = {port.get_any_name(): tokens[port.get_any_name()] for port in request.model_inputs}
-    totals: dict[tuple[str, str], float] = {}
-    for _ in range(3):
-        request.infer(feed)
-        for info in request.profiling_info:
-            key = (info.node_type, info.exec_type)
-            totals[key] = totals.get(key, 0.0) + info.real_time.total_seconds() * 1000 / 3
-    whole = sum(totals.values())
-    print(f"{getattr(embedder, 'precision', '?')}: {whole:.1f} ms per 64-text batch; by op type and kernel:")
-    for (node, kernel), ms in sorted(totals.items(), key=lambda item: -item[1])[:8]:
-        print(f"  {node:<16} {kernel:<32} {ms:7.1f} ms {ms / whole:6.1%}")
 
 
 if __name__ == "__main__":
