@@ -24,9 +24,10 @@ REPEATED_TOKEN_CALIBRATION = ("help " * 90, "asdf " * 150, "z " * 300, "!" * 300
 
 @dataclass(frozen=True)
 class Int8Recipe:
-    """How NNCF quantizes an export: the layers kept in the runtime's float precision (name patterns), and
-    SmoothQuant's alpha for MatMuls (None: NNCF's default for transformers, 0.95; -1: off). The default
-    is what `export-model` builds; benchmarks/int8_recipes.py times others against it on a host."""
+    """How NNCF quantizes an export: the layers kept in the runtime's float precision (name patterns),
+    SmoothQuant's alpha for MatMuls (None: NNCF's default for transformers, 0.95; -1: off), the texts
+    calibrated on after the corpus, and the activation range estimator. The default is what
+    `export-model` builds; benchmarks/int8_recipes.py times others against it on a host."""
 
     kept_in_float: tuple[str, ...] = KEPT_IN_FLOAT
     smooth_quant_alpha: float | None = None
