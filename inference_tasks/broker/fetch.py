@@ -10,7 +10,9 @@ timeout.
 
 Lua cannot block, so a consumer with nothing to take waits, then takes again. With a `Waker`
 (wakeup.py: Redis tells the main process of every write to the consumer's lists) it waits on a
-doorbell list of its own, rung by such a write: a message on any of its lists is taken at once.
+doorbell list of its own, rung by such a write: a message on any of its lists is taken at once; and
+after a take that left every list empty (the script says so) it waits at once instead of sending a
+take that would find nothing.
 Without one (tracking refused or failed) it waits with `BLMOVE list list RIGHT RIGHT`, which returns
 as soon as its list has a message without taking it (the list is unchanged): one list per wait, the
 priority 0 list of the queue the last message came from (where traffic is). Redis ends a blocking
@@ -78,6 +80,8 @@ class Fetcher:
         self.retry_s = retry_s
         self.step = Step.TAKE
         self.last_queue: str | None = None
+        # The list a take that left every list empty took from, until the wait that follows it.
+        self.took_from: str | None = None
         self.in_flight: tuple[Step, list[tuple[str, str]], str] | None = None
         self.failing_since: float | None = None
         self.last_log: float | None = None
@@ -90,11 +94,21 @@ class Fetcher:
         step = self.step
         waker = self.waker
         if step is Step.WAIT and waker is not None and waker.listening(key for key, _ in lists):
-            if not waker.take_pending():
+            written, took_from = waker.take_pending(), self.took_from
+            self.took_from = None
+            if not written - {took_from}:
+                # Nothing written since the take, or only the list the take that left every list
+                # empty took from, which its own pop names: wait, and ring for that list at the event
+                # loop's next turn in case a message was pushed there meanwhile (wakeup.py).
                 self.in_flight = (step, lists, "")
-                return waker.wait_command(timeout)
-            step = self.step = Step.TAKE  # a list was written since the last take: take again
+                command = waker.wait_command(timeout)
+                if written:
+                    waker.ring_soon(sorted(written))
+                return command
+            step = self.step = Step.TAKE  # another list was written since the last take: take again
         if step is Step.TAKE:
+            if waker is not None:
+                waker.pending.clear()  # this take sees every write notified so far
             tag = str(uuid.uuid4())
             keys = [self.unacked_key, self.unacked_index_key, *(key for key, _ in lists)]
             queues = [json.dumps(queue) for _, queue in lists]
@@ -121,6 +135,7 @@ class Fetcher:
     def on_reply(self, reply: Any) -> Taken | None:
         """The message taken, if the command was a take that found one; the next step is set."""
         sent, self.in_flight = self.in_flight, None
+        self.took_from = None
         if self.waker is not None:
             self.waker.waiting = False
         if sent is None or sent[0] is not Step.TAKE:
@@ -131,9 +146,14 @@ class Fetcher:
             return None
         self.recovered()
         _, lists, tag = sent
-        index, message = reply
-        self.step = Step.TAKE
-        self.last_queue = lists[int(index)][1]
+        index, message, more = reply[0], reply[1], reply[2] if len(reply) > 2 else 1
+        # Take again at once while a list still holds a message. When none did at the take, a consumer
+        # told of every write (wakeup.py) waits instead: a write since the take was sent makes it take
+        # (Waker.pending), a later one rings its doorbell; the take that would find nothing is skipped.
+        told_of_writes = self.waker is not None and self.waker.notices is not None
+        self.step = Step.WAIT if told_of_writes and not int(more) else Step.TAKE
+        key, self.last_queue = lists[int(index)]
+        self.took_from = key if self.step is Step.WAIT else None
         return Taken(self.last_queue, message, tag)
 
     def on_error(self, error: Exception) -> None:

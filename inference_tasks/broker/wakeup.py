@@ -9,8 +9,13 @@ under its queues' names is written (client-side tracking in broadcast mode, `CLI
 `__redis__:invalidate`), and the consumer waits on a doorbell list of its own instead: a notice for one
 of its lists rings the doorbell (one script, only while the consumer waits, and only if a named list
 holds a message in the consumer's database: notices name keys of every database, and pops as well as
-pushes), the wait returns, and the next take finds the message. A notice that arrives while a take is in
-flight marks a write as pending, and the consumer takes again instead of waiting.
+pushes), the wait returns, and the next take finds the message. The ring is sent without waiting for
+its answer (read when it arrives): the event loop goes on at once. A notice that arrives while a take is
+in flight marks its lists as pending: the consumer then takes again instead of waiting, unless the only
+list named is the one it just took from, which a take that left every list empty (fetch.py) names by
+its own pop: then it waits, and rings for that list at the event loop's next turn (once the message
+taken is on its way to a child), so a message pushed there meanwhile (whose notice Redis may have merged
+with the pop's) still rings.
 
 Nothing depends on it: a Redis that refuses tracking (an ACL without `client|tracking`, a provider that
 disables it) or a notice connection that fails leaves the consumer waiting as before, on the list it
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Iterable
 from time import monotonic
 from typing import Any
@@ -63,9 +69,12 @@ class Waker:
         self.tracking: Any = None  # the connection whose tracking is on; it also rings the doorbell
         self.notices: Any = None  # the connection the notices arrive on
         self.waiting = False  # a wait on the doorbell is in flight
-        self.pending = False  # a watched list was written since the last take was sent
+        self.pending: set[str] = set()  # watched lists written since the last take was sent, unless rung
+        self.waits = 0  # doorbell waits sent so far: each ring is for the wait then in flight
+        self.unanswered: deque[int] = deque()  # the wait of each ring whose answer is still to be read
         self.failed_at: float | None = None
         self.reading: int | None = None  # the descriptor the hub reads notices from
+        self.answering: int | None = None  # the descriptor the hub reads the rings' answers from
 
     def listening(self, keys: Iterable[str]) -> bool:
         """Whether notices for `keys` (the consumer's lists) arrive: tracking is started, or restarted
@@ -112,27 +121,33 @@ class Waker:
         self.watched = watched
         self.reading = notices._sock.fileno()
         self.loop.add_reader(self.reading, self.on_readable)
+        self.answering = tracking._sock.fileno()
+        self.loop.add_reader(self.answering, self.on_answers)
 
     def stop(self) -> None:
         """Close both connections (tracking ends with its connection) and stop reading notices."""
         notices, tracking = self.notices, self.tracking
         self.notices = self.tracking = None
-        self.waiting = self.pending = False
-        if self.reading is not None:
-            self.loop.remove_reader(self.reading)
-            self.reading = None
+        self.waiting = False
+        self.pending.clear()
+        self.unanswered.clear()
+        for descriptor in (self.reading, self.answering):
+            if descriptor is not None:
+                self.loop.remove_reader(descriptor)
+        self.reading = self.answering = None
         if notices is not None:
             notices.disconnect()
         if tracking is not None:
             tracking.disconnect()
 
-    def take_pending(self) -> bool:
-        """Whether a watched list was written since the last take was sent (and forget it)."""
-        pending, self.pending = self.pending, False
+    def take_pending(self) -> set[str]:
+        """The watched lists written since the last take was sent (and forget them)."""
+        pending, self.pending = self.pending, set()
         return pending
 
     def wait_command(self, timeout: float) -> tuple[Any, ...]:
         self.waiting = True
+        self.waits += 1
         return ("BLPOP", self.doorbell_key, min(timeout, self.wait_s))
 
     def on_readable(self) -> None:
@@ -148,19 +163,43 @@ class Waker:
             if written:
                 self.ring(sorted(written))
         except Exception as error:  # noqa: BLE001 - the consumer falls back to waiting as before
-            logger.warning(
-                "client-side tracking stopped (%s: %s); waiting on one list at a time", type(error).__name__, error
-            )
-            self.stop()
-            self.failed_at = monotonic()
+            self.failed(error)
+
+    def on_answers(self) -> None:
+        """Read the answers of the rings sent. 1: it rang, so the wait it was sent for will return and
+        needs no other ring; an answer read after that wait ended says nothing of the current one."""
+        try:
+            tracking = self.tracking
+            while tracking is not None and self.unanswered and tracking.can_read(timeout=0):
+                wait = self.unanswered.popleft()
+                if tracking.read_response() and wait == self.waits:
+                    self.waiting = False
+        except Exception as error:  # noqa: BLE001 - the consumer falls back to waiting as before
+            self.failed(error)
+
+    def failed(self, error: Exception) -> None:
+        logger.warning(
+            "client-side tracking stopped (%s: %s); waiting on one list at a time", type(error).__name__, error
+        )
+        self.stop()
+        self.failed_at = monotonic()
+
+    def ring_soon(self, written: list[str]) -> None:
+        """Ring for `written` at the event loop's next turn if the consumer is still waiting then (a take
+        that follows a wait's end sees those lists anyway)."""
+        self.loop.call_soon(self._ring_if_waiting, written)
+
+    def _ring_if_waiting(self, written: list[str]) -> None:
+        if self.waiting and self.tracking is not None:
+            self.ring(written)
 
     def ring(self, written: list[str]) -> None:
         """Watched lists were written: wake a waiting consumer if one of them holds a message in its
-        database (ring.lua), or have the next wait skipped while a take is in flight."""
+        database (ring.lua; its answer is read by on_answers), or mark them pending while no wait is
+        in flight."""
         if not self.waiting:
-            self.pending = True
+            self.pending.update(written)
             return
-        tracking = self.tracking
-        tracking.send_command("EVAL", script("ring"), 1 + len(written), self.doorbell_key, *written, DOORBELL_TTL_S)
-        if tracking.read_response():
-            self.waiting = False
+        keys = (self.doorbell_key, *written)
+        self.tracking.send_command("EVAL", script("ring"), len(keys), *keys, DOORBELL_TTL_S)
+        self.unanswered.append(self.waits)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import select
+from typing import Any
 
 import pytest
 import redis
@@ -22,16 +23,26 @@ LISTS = [("q", "q"), ("q.e5", "q.e5"), ("q:5", "q"), ("q.e5:5", "q.e5")]
 
 
 class EventLoop:
-    """What a Waker asks of the worker's hub (kombu's event loop): readers by file descriptor."""
+    """What a Waker asks of the worker's hub (kombu's event loop): readers by file descriptor, and
+    callbacks for its next turn (run when the test says)."""
 
     def __init__(self) -> None:
         self.readers: dict[int, object] = {}
+        self.soon: list[tuple[Any, tuple[object, ...]]] = []
 
     def add_reader(self, fd: int, callback: object) -> None:
         self.readers[fd] = callback
 
     def remove_reader(self, fd: int) -> None:
         self.readers.pop(fd, None)
+
+    def call_soon(self, callback: Any, *args: object) -> None:
+        self.soon.append((callback, args))
+
+    def next_turn(self) -> None:
+        soon, self.soon = self.soon, []
+        for callback, args in soon:
+            callback(*args)
 
 
 def found_nothing(fetcher: Fetcher) -> None:
@@ -42,11 +53,24 @@ def found_nothing(fetcher: Fetcher) -> None:
 
 
 def read_notices(waker: Waker) -> None:
-    """Wait (bounded) until a notice has arrived, then let the waker read it, as the hub would."""
-    [fd] = list(waker.loop.readers)
-    readable, _, _ = select.select([fd], [], [], 10)
+    """Wait (bounded) until a notice has arrived, then let the waker read it, as the hub would, and the
+    answers of the rings it sent."""
+    notice_without_answers(waker)
+    read_answers(waker)
+
+
+def notice_without_answers(waker: Waker) -> None:
+    readable, _, _ = select.select([waker.reading], [], [], 10)
     assert readable, "no tracking notice within 10 s"
     waker.on_readable()
+
+
+def read_answers(waker: Waker) -> None:
+    """Read the answer of every ring sent (bounded), as the hub would."""
+    while waker.unanswered:
+        readable, _, _ = select.select([waker.answering], [], [], 10)
+        assert readable, "no answer to a ring within 10 s"
+        waker.on_answers()
 
 
 @pytest.fixture
@@ -89,6 +113,88 @@ def test_a_write_while_a_take_is_in_flight_makes_the_consumer_take_again_instead
     assert waker.pending and not client.exists(waker.doorbell_key)
     assert fetcher.next_command(LISTS, 1.0)[0] == "EVAL"  # the wait is skipped
     assert not waker.pending
+
+
+def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_take(waker):
+    """The take script says whether a list still holds a message: if one does the consumer takes again at
+    once; if none does, a consumer told of every write waits instead of taking what is not there, the
+    notice of its own pop costs a ring that finds nothing, not a take, and a message pushed to that list
+    meanwhile still rings; a write to another list makes it take; without notices it takes again."""
+    waker, client = waker
+    fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY)
+    fetcher.waker = waker
+    assert waker.listening(key for key, _ in LISTS)
+
+    def take() -> object:
+        return fetcher.on_reply(client.execute_command(*fetcher.next_command(LISTS, 1.0)))
+
+    def wait_and_ring() -> None:
+        assert fetcher.next_command(LISTS, 1.0)[:2] == ("BLPOP", waker.doorbell_key) and not waker.pending
+        assert not waker.unanswered and len(waker.loop.soon) == 1
+        waker.loop.next_turn()  # the ring for the list taken from, at the loop's next turn
+        read_answers(waker)
+
+    client.lpush("q", "first")
+    client.lpush("q.e5:5", "second, on another list")
+    assert take().message == b"first" and fetcher.step is Step.TAKE  # type: ignore[union-attr]
+    assert take().message == b"second, on another list" and fetcher.step is Step.WAIT  # type: ignore[union-attr]
+    read_notices(waker)  # both pops, read while no wait was in flight: "q" is not the list last taken from
+    assert waker.pending == {"q", "q.e5:5"} and fetcher.next_command(LISTS, 1.0)[0] == "EVAL"
+    fetcher.on_reply(None)  # found nothing: wait
+    assert fetcher.next_command(LISTS, 1.0)[:2] == ("BLPOP", waker.doorbell_key)
+    fetcher.on_reply(None)  # the wait ended on its own: take next
+
+    client.lpush("q", "third")
+    assert take().message == b"third" and fetcher.step is Step.WAIT  # type: ignore[union-attr]
+    read_notices(waker)  # its own pop
+    wait_and_ring()
+    assert waker.waiting and not client.exists(waker.doorbell_key)  # rang for nothing: still waiting
+    fetcher.on_reply(None)
+
+    client.lpush("q", "fourth")
+    assert take().message == b"fourth" and fetcher.step is Step.WAIT  # type: ignore[union-attr]
+    client.lpush("q", "fifth, pushed after the take")
+    read_notices(waker)
+    wait_and_ring()
+    assert client.lrange(waker.doorbell_key, 0, -1) == [b"1"] and not waker.waiting  # its wait returns at once
+    fetcher.on_reply(client.lpop(waker.doorbell_key))
+    assert take().message == b"fifth, pushed after the take"  # type: ignore[union-attr]
+    read_notices(waker)  # its own pop
+    wait_and_ring()
+    fetcher.on_reply(None)  # the wait ended on its own
+    found_nothing(fetcher)  # after a take that found nothing, no notice is its own pop:
+    client.lpush("q", "sixth, while no wait is in flight")
+    read_notices(waker)
+    command = fetcher.next_command(LISTS, 1.0)
+    assert command[0] == "EVAL"  # a write to the list last taken from: take, not wait
+    assert fetcher.on_reply(client.execute_command(*command)).message == b"sixth, while no wait is in flight"  # type: ignore[union-attr]
+
+    fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY)  # no notices: it cannot know of writes,
+    client.lpush("q", "seventh")  # so it takes again after a take
+    assert take().message == b"seventh" and fetcher.step is Step.TAKE  # type: ignore[union-attr]
+
+
+def test_a_rings_answer_read_after_its_wait_ended_leaves_the_next_wait_ringable(waker):
+    """Rings are answered asynchronously: an answer "rang" read only after the wait it rang for has ended
+    and the next wait began must not mark the new wait as rung, or the next push would ring nothing and
+    its message wait for Redis' timer (~100 ms: the p99 of a first version of the asynchronous ring)."""
+    waker, client = waker
+    assert waker.listening(key for key, _ in LISTS)
+    waker.wait_command(1.0)
+    client.lpush("q", "first")
+    notice_without_answers(waker)  # rings; its answer is not read yet
+    wait_until(lambda: client.llen(waker.doorbell_key) == 1, 10, "the doorbell to ring")
+    client.lpop(waker.doorbell_key)
+    waker.waiting = False  # the wait returned (Fetcher.on_reply), the message was taken
+    client.rpop("q")
+    notice_without_answers(waker)  # the take's pop, pending while no wait is in flight
+    assert waker.take_pending() == {"q"} and waker.unanswered
+    waker.wait_command(1.0)  # the next wait
+    read_answers(waker)  # the first ring's late "rang"
+    assert waker.waiting
+    client.lpush("q", "second")
+    read_notices(waker)
+    assert client.lrange(waker.doorbell_key, 0, -1) == [b"1"] and not waker.waiting
 
 
 def test_a_write_to_a_list_not_consumed_rings_nothing(waker):
