@@ -190,8 +190,11 @@ class Waker:
         self.loop.call_soon(self._ring_if_waiting, written)
 
     def _ring_if_waiting(self, written: list[str]) -> None:
-        if self.waiting and self.tracking is not None:
-            self.ring(written)
+        try:
+            if self.waiting and self.tracking is not None:
+                self.ring(written)
+        except Exception as error:  # noqa: BLE001 - on the hub's turn: nothing may escape into the loop
+            self.failed(error)
 
     def ring(self, written: list[str]) -> None:
         """Watched lists were written: wake a waiting consumer if one of them holds a message in its

@@ -269,3 +269,22 @@ def test_a_redis_that_refuses_tracking_leaves_the_consumer_waiting_as_before(fre
         assert caplog.text == ""  # said once; tried again only after RETRY_AFTER_S
     finally:
         admin.execute_command("ACL", "DELUSER", "no-tracking")
+
+
+def test_a_ring_that_fails_on_the_loops_turn_falls_back_and_raises_nothing(waker, caplog, monkeypatch):
+    """The ring for the list just taken from runs as a callback of the hub's next turn, where an
+    exception would escape into the worker's event loop: a failure there stops tracking, says so, and
+    leaves the consumer waiting as without it."""
+    waker, _ = waker
+    assert waker.listening(key for key, _ in LISTS)
+    waker.wait_command(1.0)
+    waker.ring_soon(["q"])
+
+    def refuse(*args: object) -> None:
+        raise redis.ConnectionError("the connection went away")
+
+    monkeypatch.setattr(waker.tracking, "send_command", refuse)
+    with caplog.at_level(logging.WARNING, logger="inference_tasks.broker.wakeup"):
+        waker.loop.next_turn()
+    assert "client-side tracking stopped (ConnectionError" in caplog.text
+    assert waker.notices is None and waker.loop.readers == {} and waker.failed_at is not None
