@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 
 
 DEFAULT_WAIT_S = 0.01
+# A notice naming the list just taken from counts as the take's own pop only if the wait that follows is
+# sent this soon after the take's reply (at the event loop's next turn, normally): a wait sent later (a
+# full pool paused consuming) follows real pushes, and a take goes first, as before.
+OWN_POP_WINDOW_S = 0.005
 DEFAULT_RETRY_S = 0.5
 LOG_EVERY_S = 10.0
 
@@ -82,6 +86,7 @@ class Fetcher:
         self.last_queue: str | None = None
         # The list a take that left every list empty took from, until the wait that follows it.
         self.took_from: str | None = None
+        self.took_at = 0.0
         self.in_flight: tuple[Step, list[tuple[str, str]], str] | None = None
         self.failing_since: float | None = None
         self.last_log: float | None = None
@@ -95,6 +100,8 @@ class Fetcher:
         waker = self.waker
         if step is Step.WAIT and waker is not None and waker.listening(key for key, _ in lists):
             written, took_from = waker.take_pending(), self.took_from
+            if time.monotonic() - self.took_at > OWN_POP_WINDOW_S:
+                took_from = None  # a wait sent long after the take (the pool was full): real writes
             self.took_from = None
             if not written - {took_from}:
                 # Nothing written since the take, or only the list the take that left every list
@@ -153,7 +160,7 @@ class Fetcher:
         told_of_writes = self.waker is not None and self.waker.notices is not None
         self.step = Step.WAIT if told_of_writes and not int(more) else Step.TAKE
         key, self.last_queue = lists[int(index)]
-        self.took_from = key if self.step is Step.WAIT else None
+        self.took_from, self.took_at = (key if self.step is Step.WAIT else None), time.monotonic()
         return Taken(self.last_queue, message, tag)
 
     def on_error(self, error: Exception) -> None:

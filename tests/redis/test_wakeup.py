@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from inference_tasks.broker import fetch
 from inference_tasks.broker.fetch import Fetcher, Step
 from inference_tasks.broker.wakeup import Waker, broadcast_prefixes
 from inference_tasks.redis_access.keys import FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
@@ -115,7 +116,7 @@ def test_a_write_while_a_take_is_in_flight_makes_the_consumer_take_again_instead
     assert not waker.pending
 
 
-def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_take(waker):
+def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_take(waker, monkeypatch):
     """The take script says whether a list still holds a message: if one does the consumer takes again at
     once; if none does, a consumer told of every write waits instead of taking what is not there, the
     notice of its own pop costs a ring that finds nothing, not a take, and a message pushed to that list
@@ -124,6 +125,8 @@ def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_t
     fetcher = Fetcher(UNACKED_KEY, UNACKED_INDEX_KEY, FETCH_RETRY_KEY)
     fetcher.waker = waker
     assert waker.listening(key for key, _ in LISTS)
+    # The steps between a take and the next command are the test's, not an event loop's turn: slower.
+    monkeypatch.setattr(fetch, "OWN_POP_WINDOW_S", 60.0)
 
     def take() -> object:
         return fetcher.on_reply(client.execute_command(*fetcher.next_command(LISTS, 1.0)))
@@ -159,6 +162,12 @@ def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_t
     assert client.lrange(waker.doorbell_key, 0, -1) == [b"1"] and not waker.waiting  # its wait returns at once
     fetcher.on_reply(client.lpop(waker.doorbell_key))
     assert take().message == b"fifth, pushed after the take"  # type: ignore[union-attr]
+    client.lpush("q", "pushed while the pool was full")
+    read_notices(waker)
+    fetcher.took_at -= 61  # the next command is sent long after the take (consuming was paused)
+    command = fetcher.next_command(LISTS, 1.0)
+    assert command[0] == "EVAL"  # so the notice is a push, not the take's own pop: take at once
+    assert fetcher.on_reply(client.execute_command(*command)).message == b"pushed while the pool was full"  # type: ignore[union-attr]
     read_notices(waker)  # its own pop
     wait_and_ring()
     fetcher.on_reply(None)  # the wait ended on its own
