@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 # Token sequences of two lengths, so the traced graph keeps batch and sequence dimensions dynamic.
 EXAMPLE_TEXTS = ["an example", "a second, somewhat longer example text"]
+# Texts per int8 calibration batch (_quantize): the corpus's texts in its own order, padded per batch as served.
+CALIBRATION_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,6 @@ def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
     if is_exported(target) and quantized_by(target) == recipe_digest(recipe) and not force:
         return Export(target, False, 0.0)
     return quantize_export(base.path, target, recipe)
-
-
-# Texts per calibration batch: the corpus's texts in its own order, padded per batch as served.
-CALIBRATION_BATCH = 8
 
 
 def quantize_export(base: Path, target: Path, recipe: Int8Recipe) -> Export:

@@ -75,7 +75,7 @@ def test_a_measurement_from_another_cpu_is_served_and_flagged(tmp_path):
 def test_the_gate_tests_runs_of_repeated_tokens_the_int8_export_was_not_calibrated_on():
     """The gate's repetitive texts and the int8 export's repetitive calibration texts share no word, and
     a recipe that changes anything the scales depend on gets another digest (export-model redoes it)."""
-    from inference_tasks.ml.held_out import REPEATED_TOKENS, held_out_texts
+    from inference_tasks.ml.held_out import REPEATED_TOKENS, UNSEEN_REPEATED_TOKENS, held_out_texts
     from inference_tasks.ml.int8_recipe import REPEATED_TOKEN_CALIBRATION, Int8Recipe, recipe_digest
 
     def words(texts) -> set[str]:
@@ -83,6 +83,8 @@ def test_the_gate_tests_runs_of_repeated_tokens_the_int8_export_was_not_calibrat
 
     assert not words(REPEATED_TOKENS) & words(REPEATED_TOKEN_CALIBRATION)
     assert set(REPEATED_TOKENS) <= set(held_out_texts())
+    # The texts recipes are checked on beyond the gate: neither calibrated on nor in the gate.
+    assert not words(UNSEEN_REPEATED_TOKENS) & (words(REPEATED_TOKEN_CALIBRATION) | words(REPEATED_TOKENS))
     assert Int8Recipe().extra_calibration == REPEATED_TOKEN_CALIBRATION
     recipes = [Int8Recipe(), Int8Recipe(extra_calibration=()), Int8Recipe(kept_in_float=())]
     recipes += [Int8Recipe(smooth_quant_alpha=0.5), Int8Recipe(activation_ranges="MINMAX")]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from inference_tasks.config import Settings
+from inference_tasks.ml.held_out import UNSEEN_REPEATED_TOKENS
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
 from inference_tasks.worker.runtimes.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
 from tests.support.control import worker_report
@@ -25,8 +26,6 @@ pytest.importorskip("openvino", reason="the openvino extra is not installed (scr
 RESULT_TIMEOUT_S = 120
 TICKETS = [json.loads(line) for line in (REPO_ROOT / "data" / "support_tickets.jsonl").open()]
 ODD_TEXTS = ["ok", "?", "🙂🎉👍", "Das Paket ist nie angekommen.", "これはテストです", "a" * 3000, "  padded  ", "x"]
-# Long runs of one repeated token, none of them calibrated on nor in the export's gate (ml/held_out.py).
-REPEATED_TOKENS = ["shipping " * 120, "no " * 250, "? " * 200, "thanks thanks " * 80, "1234 " * 150, "test " * 45]
 LABELS = sorted({row["label"] for row in TICKETS})
 # Where nothing can be downloaded from: any attempt fails fast instead of reaching a hub.
 NO_NETWORK = {
@@ -188,7 +187,7 @@ def test_int8_passes_the_accuracy_gate_against_torch(int8_dir, torch_model):
 
     embedder = openvino_embedder(int8_dir, "int8")
     assert embedder.precision == "int8"
-    texts = [row["text"] for row in TICKETS] + ODD_TEXTS + REPEATED_TOKENS + varied_texts(200, seed=11)
+    texts = [row["text"] for row in TICKETS] + ODD_TEXTS + list(UNSEEN_REPEATED_TOKENS) + varied_texts(200, seed=11)
     reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
     ours = embedder.encode(texts, normalize=True)
     cosine = (reference * ours).sum(axis=1)
