@@ -336,10 +336,17 @@ def test_one_text_measures_a_lone_worker_per_runtime_from_the_push(tmp_path):
 def test_int8_recipes_times_and_gates_each_recipe_beside_the_float_precisions(tmp_path):
     report = _run("int8_recipes", tmp_path / "int8_recipes.json", "--profile")
     rows = report["candidates"]
-    # Per-op counters per candidate: matrix products among the ops timed, about one batch's time in all.
+    # Per-op counters per candidate: matrix products among the ops timed; the same time summed by role,
+    # each of a BERT block's matrix products found by its node's name.
     assert set(report["op_profiles_ms"]) == set(rows)
-    for times in report["op_profiles_ms"].values():
-        assert any(key.startswith(("FullyConnected", "MatMul")) for key in times) and sum(times.values()) > 0
+    for profile in report["op_profiles_ms"].values():
+        by_kernel, by_role = profile["by_kernel"], profile["by_role"]
+        assert any(key.startswith(("FullyConnected", "MatMul")) for key in by_kernel) and sum(by_kernel.values()) > 0
+        assert sum(by_role.values()) == pytest.approx(sum(by_kernel.values()), rel=1e-3)
+        assert all(by_role[role] > 0 for role in ("attention q/k/v", "attention output", "FFN up (+ GELU)", "FFN down"))
+    # The bound takes each part from the fastest candidate: never slower than the reference it is put against.
+    bound = report["int8_bound"]
+    assert 0 < bound["best_ms"] <= bound["reference_ms"] + 0.01 and bound["at_most"] >= 0.999
     assert {"f32", *(f"int8: {name}" for name in QUICK_RECIPES)} <= set(rows)
     for row in rows.values():
         # The gate's texts include its repetitive ones: its least cosine is at most theirs (batching noise aside).

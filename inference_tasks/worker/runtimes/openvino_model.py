@@ -163,14 +163,14 @@ class OpenVinoEmbedder(PipelineEmbedder):
         self.threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
         self._request = compiled.create_infer_request()
 
-    def op_times(self) -> dict[tuple[str, str], float]:
-        """Milliseconds per (operation type, kernel OpenVINO ran it with) in the last inference call, from
-        the performance counters (compile with op_counters): where a precision's time goes on this CPU."""
-        times: dict[tuple[str, str], float] = {}
-        for op in self._request.get_profiling_info():
-            key = (op.node_type, op.exec_type)
-            times[key] = times.get(key, 0.0) + op.real_time.total_seconds() * 1000
-        return times
+    def op_times(self) -> list[tuple[str, str, str, float]]:
+        """(node, operation type, kernel OpenVINO ran it with, milliseconds) per executed node of the last
+        inference call, from the performance counters (compile with op_counters): where a precision's
+        time goes on this CPU."""
+        return [
+            (op.node_name, op.node_type, op.exec_type, op.real_time.total_seconds() * 1000)
+            for op in self._request.get_profiling_info()
+        ]
 
     def _before_encode(self) -> None:
         if self._request is None:
