@@ -3,7 +3,8 @@ against the float precisions this CPU runs, with its accuracy on the held-out te
 
 On the Intel AMX host of issue 40, export-model's int8 ran at 0.86x bf16 (64-text batches through
 Celery): AMX's bf16 is strong, and the int8 graph keeps each feed-forward down-projection in float and
-adds quantize/dequantize pairs. This script is the experiment that host needs: each recipe (which
+adds quantize/dequantize pairs. This script is the experiment that host needed (its answer, 2026-12-05:
+no recipe can reach 1.3x bf16 there; docs/benchmarks.md, "int8 recipes"): each recipe (which
 layers stay in float, SmoothQuant's alpha, the calibration texts: ml/int8_recipe.Int8Recipe) quantizes the
 same full-precision export, and every candidate (f32, bf16 where the CPU has it, every
 recipe) is compiled with one thread and timed exactly as `export-model`'s measured choice times its
@@ -14,13 +15,15 @@ over texts neither calibrated on nor in the gate (300 more recombined ones, othe
 a recipe chosen on the gate's texts is checked on others. Issue 40's goal on AMX: an int8 recipe >= 1.3x bf16 on 64-text
 batches at min cosine >= 0.99. Nothing is downloaded; the exports go to a temporary model cache.
 
-    .venv/bin/python -m benchmarks.int8_recipes            # ~2 minutes on 2 cores
+    .venv/bin/python -m benchmarks.int8_recipes            # ~2-4 minutes on 2 cores
     .venv/bin/python -m benchmarks.int8_recipes --quick    # two recipes, one round
     .venv/bin/python -m benchmarks.int8_recipes --profile  # and where each candidate's time goes
 
 `--profile` adds OpenVINO's per-op performance counters for one 64-text batch per candidate (one
 thread, mean of 3 passes): milliseconds per operation type and the kernel the CPU plugin ran it with
-(on AMX: `brgemm_avx512_amx` kernels for bf16 and int8 matrix products), the profile issue 40 asks for.
+(on AMX: `brgemm_avx512_amx` kernels for bf16 and int8 matrix products), the profile issue 40 asks for;
+the same time by role in a BERT block, and the bound the roles set (each part at the fastest any
+candidate ran it, against bf16): what no recipe of these layers can beat on this CPU.
 """
 
 from __future__ import annotations
