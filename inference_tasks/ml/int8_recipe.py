@@ -26,7 +26,7 @@ REPEATED_TOKEN_CALIBRATION = ("help " * 90, "asdf " * 150, "z " * 300, "!" * 300
 class Int8Recipe:
     """How NNCF quantizes an export: the layers kept in the runtime's float precision (name patterns),
     SmoothQuant's alpha for MatMuls (None: NNCF's default for transformers, 0.95; -1: off), the texts
-    calibrated on after the corpus, and the activation range estimator. The default is what
+    calibrated on after the corpus, the activation range estimator and the preset. The default is what
     `export-model` builds; benchmarks/int8_recipes.py times others against it on a host."""
 
     kept_in_float: tuple[str, ...] = KEPT_IN_FLOAT
@@ -36,9 +36,19 @@ class Int8Recipe:
     # How activation ranges are estimated from the calibration statistics: a RangeEstimatorParametersSet
     # name (MINMAX: the global extremes), or None for NNCF's default.
     activation_ranges: str | None = None
+    # NNCF's quantization preset: a QuantizationPreset name (PERFORMANCE: symmetric activations, no zero
+    # point to compensate in each int8 product; MIXED: asymmetric), or None for NNCF's default (MIXED for
+    # transformers).
+    preset: str | None = None
+
+
+# Knobs added to the recipe after its digest first shipped: each counts only when set, so an export made
+# before it (by NNCF's default, what None asks for) keeps its digest and is not quantized again for nothing.
+LATER_FIELDS = ("preset",)
 
 
 def recipe_digest(recipe: Int8Recipe) -> str:
     """A short digest of everything that decides an int8 export's scales: the recipe and the corpus."""
-    text = json.dumps({**asdict(recipe), "corpus": corpus_digest()}, sort_keys=True)
+    fields = {name: value for name, value in asdict(recipe).items() if name not in LATER_FIELDS or value is not None}
+    text = json.dumps({**fields, "corpus": corpus_digest()}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

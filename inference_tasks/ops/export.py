@@ -158,6 +158,7 @@ def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]
         subset_size=len(batches),
         ignored_scope=nncf.IgnoredScope(patterns=list(recipe.kept_in_float), validate=False),
         advanced_parameters=_advanced_parameters(recipe),
+        **({} if recipe.preset is None else {"preset": getattr(nncf.QuantizationPreset, recipe.preset)}),
     )  # fmt: skip
     ir_file.parent.mkdir(parents=True, exist_ok=True)
     openvino.save_model(quantized, ir_file, compress_to_fp16=False)
@@ -167,6 +168,7 @@ def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]
         **({} if recipe.smooth_quant_alpha is None else {"smooth_quant_alpha": recipe.smooth_quant_alpha}),
         **({"extra_calibration_texts": len(recipe.extra_calibration)} if recipe.extra_calibration else {}),
         **({} if recipe.activation_ranges is None else {"activation_ranges": recipe.activation_ranges}),
+        **({} if recipe.preset is None else {"preset": recipe.preset}),
     }  # fmt: skip
 
 

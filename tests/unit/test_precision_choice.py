@@ -88,8 +88,13 @@ def test_the_gate_tests_runs_of_repeated_tokens_the_int8_export_was_not_calibrat
     assert Int8Recipe().extra_calibration == REPEATED_TOKEN_CALIBRATION
     recipes = [Int8Recipe(), Int8Recipe(extra_calibration=()), Int8Recipe(kept_in_float=())]
     recipes += [Int8Recipe(smooth_quant_alpha=0.5), Int8Recipe(activation_ranges="MINMAX")]
+    recipes += [Int8Recipe(preset="PERFORMANCE")]
     digests = {recipe_digest(recipe) for recipe in recipes}
-    assert len(digests) == 5 and recipe_digest(Int8Recipe()) == recipe_digest(Int8Recipe())
+    assert len(digests) == 6 and recipe_digest(Int8Recipe()) == recipe_digest(Int8Recipe())
+    # The default recipe's digest as released on 2026-12-05: a knob added at NNCF's default leaves it, so
+    # no user's export is quantized again for nothing. Changing it re-quantizes every int8 export on the
+    # next export-model and flags it stale until then: make that a decision, and change this line with it.
+    assert recipe_digest(Int8Recipe()) == "b685408f8a0b905f"
 
 
 @pytest.mark.parametrize("setting", ["auto", "int8"])
