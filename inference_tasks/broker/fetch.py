@@ -45,10 +45,6 @@ logger = logging.getLogger(__name__)
 
 
 DEFAULT_WAIT_S = 0.01
-# A notice naming the list just taken from counts as the take's own pop only if the wait that follows is
-# sent this soon after the take's reply (at the event loop's next turn, normally): a wait sent later (a
-# full pool paused consuming) follows real pushes, and a take goes first, as before.
-OWN_POP_WINDOW_S = 0.005
 DEFAULT_RETRY_S = 0.5
 LOG_EVERY_S = 10.0
 
@@ -84,9 +80,6 @@ class Fetcher:
         self.retry_s = retry_s
         self.step = Step.TAKE
         self.last_queue: str | None = None
-        # The list a take that left every list empty took from, until the wait that follows it.
-        self.took_from: str | None = None
-        self.took_at = 0.0
         self.in_flight: tuple[Step, list[tuple[str, str]], str] | None = None
         self.failing_since: float | None = None
         self.last_log: float | None = None
@@ -99,11 +92,8 @@ class Fetcher:
         step = self.step
         waker = self.waker
         if step is Step.WAIT and waker is not None and waker.listening(key for key, _ in lists):
-            written, took_from = waker.take_pending(), self.took_from
-            if time.monotonic() - self.took_at > OWN_POP_WINDOW_S:
-                took_from = None  # a wait sent long after the take (the pool was full): real writes
-            self.took_from = None
-            if not written - {took_from}:
+            written, own_pop = waker.take_pending(), waker.take_own_pop()
+            if not written - own_pop:
                 # Nothing written since the take, or only the list the take that left every list
                 # empty took from, which its own pop names: wait, and ring for that list at the event
                 # loop's next turn in case a message was pushed there meanwhile (wakeup.py).
@@ -142,9 +132,9 @@ class Fetcher:
     def on_reply(self, reply: Any) -> Taken | None:
         """The message taken, if the command was a take that found one; the next step is set."""
         sent, self.in_flight = self.in_flight, None
-        self.took_from = None
         if self.waker is not None:
             self.waker.waiting = False
+            self.waker.took_last(None)
         if sent is None or sent[0] is not Step.TAKE:
             self.step = Step.TAKE
             return None
@@ -160,7 +150,8 @@ class Fetcher:
         told_of_writes = self.waker is not None and self.waker.notices is not None
         self.step = Step.WAIT if told_of_writes and not int(more) else Step.TAKE
         key, self.last_queue = lists[int(index)]
-        self.took_from, self.took_at = (key if self.step is Step.WAIT else None), time.monotonic()
+        if self.waker is not None:
+            self.waker.took_last(key if self.step is Step.WAIT else None)
         return Taken(self.last_queue, message, tag)
 
     def on_error(self, error: Exception) -> None:

@@ -44,6 +44,10 @@ RETRY_AFTER_S = 30.0
 # The longest the event loop waits on one of these connections' replies (a Redis that stopped
 # answering must not hold the worker's main process).
 REPLY_TIMEOUT_S = 5.0
+# A notice naming the list just taken from counts as the take's own pop only if the wait that follows is
+# sent this soon after the take's reply (at the event loop's next turn, normally): a wait sent later (a
+# full pool paused consuming) follows real pushes, and a take goes first, as before.
+OWN_POP_WINDOW_S = 0.005
 
 
 def broadcast_prefixes(keys: Iterable[str]) -> list[str]:
@@ -72,6 +76,8 @@ class Waker:
         self.pending: set[str] = set()  # watched lists written since the last take was sent, unless rung
         self.waits = 0  # doorbell waits sent so far: each ring is for the wait then in flight
         self.unanswered: deque[int] = deque()  # the wait of each ring whose answer is still to be read
+        # (list, when) of the take that left every list empty, until the wait that follows it (take_own_pop).
+        self.own_pop: tuple[str, float] | None = None
         self.failed_at: float | None = None
         self.reading: int | None = None  # the descriptor the hub reads notices from
         self.answering: int | None = None  # the descriptor the hub reads the rings' answers from
@@ -131,6 +137,7 @@ class Waker:
         self.waiting = False
         self.pending.clear()
         self.unanswered.clear()
+        self.own_pop = None
         for descriptor in (self.reading, self.answering):
             if descriptor is not None:
                 self.loop.remove_reader(descriptor)
@@ -144,6 +151,20 @@ class Waker:
         """The watched lists written since the last take was sent (and forget them)."""
         pending, self.pending = self.pending, set()
         return pending
+
+    def took_last(self, key: str | None) -> None:
+        """The take just answered left every list empty, popping from `key` (None: it did not): the
+        notice of its own pop is on its way."""
+        self.own_pop = None if key is None else (key, monotonic())
+
+    def take_own_pop(self) -> set[str]:
+        """The list whose notice is the own pop of the take that left every list empty, if the wait now
+        sent follows that take within OWN_POP_WINDOW_S (and forget it): a notice naming only that list
+        asks for a ring, not a take. A wait sent later (a full pool paused consuming) follows real pushes."""
+        own_pop, self.own_pop = self.own_pop, None
+        if own_pop is None or monotonic() - own_pop[1] > OWN_POP_WINDOW_S:
+            return set()
+        return {own_pop[0]}
 
     def wait_command(self, timeout: float) -> tuple[Any, ...]:
         self.waiting = True

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from inference_tasks.broker import fetch
+from inference_tasks.broker import wakeup
 from inference_tasks.broker.fetch import Fetcher, Step
 from inference_tasks.broker.wakeup import Waker, broadcast_prefixes
 from inference_tasks.redis_access.keys import FETCH_RETRY_KEY, UNACKED_INDEX_KEY, UNACKED_KEY
@@ -126,7 +126,7 @@ def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_t
     fetcher.waker = waker
     assert waker.listening(key for key, _ in LISTS)
     # The steps between a take and the next command are the test's, not an event loop's turn: slower.
-    monkeypatch.setattr(fetch, "OWN_POP_WINDOW_S", 60.0)
+    monkeypatch.setattr(wakeup, "OWN_POP_WINDOW_S", 60.0)
 
     def take() -> object:
         return fetcher.on_reply(client.execute_command(*fetcher.next_command(LISTS, 1.0)))
@@ -164,7 +164,8 @@ def test_a_take_that_leaves_every_list_empty_is_followed_by_a_wait_not_another_t
     assert take().message == b"fifth, pushed after the take"  # type: ignore[union-attr]
     client.lpush("q", "pushed while the pool was full")
     read_notices(waker)
-    fetcher.took_at -= 61  # the next command is sent long after the take (consuming was paused)
+    assert waker.own_pop is not None
+    waker.own_pop = (waker.own_pop[0], waker.own_pop[1] - 61)  # the next command is sent long after the take
     command = fetcher.next_command(LISTS, 1.0)
     assert command[0] == "EVAL"  # so the notice is a push, not the take's own pop: take at once
     assert fetcher.on_reply(client.execute_command(*command)).message == b"pushed while the pool was full"  # type: ignore[union-attr]
