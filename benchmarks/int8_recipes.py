@@ -38,14 +38,11 @@ from typing import Any
 from benchmarks.harness.op_profile import int8_bound, op_profile, print_profile
 from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.workload import REPO_ROOT
+from inference_tasks.ml.int8_recipe import ATTENTION_OUTPUT, FFN_DOWN, FFN_UP, QUERY_KEY_VALUE
 
-# Layers of a BERT block by the names NNCF sees (BERT-family exports).
-FFN_DOWN = r".*layer\.\d+\.output\.dense.*"
-ATTENTION_OUTPUT = r".*attention\.output\.dense.*"
 # The FFN down-projections of all-MiniLM-L6-v2's two most sensitive layers (see RECIPES).
 FFN_DOWN_0_2 = r".*layer\.(0|2)\.output\.dense.*"
-ATTENTION = (r".*attention\.self\.(query|key|value).*", ATTENTION_OUTPUT)
-FFN_UP = r".*intermediate\.dense.*"
+ATTENTION = (QUERY_KEY_VALUE, ATTENTION_OUTPUT)
 GOAL_OVER_BF16 = 1.3
 CORPUS_ONLY: tuple[str, ...] = ()
 RECIPES: dict[str, dict[str, Any]] = {

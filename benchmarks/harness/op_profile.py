@@ -11,15 +11,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from inference_tasks.ml.int8_recipe import ATTENTION_OUTPUT, FFN_DOWN, FFN_UP, QUERY_KEY_VALUE
+
 PASSES = 3
 ROWS = 8
-# A BERT block's matrix products by the names of their nodes (BERT-family exports; the int8 export's
-# fused nodes keep them). The FFN up-projection's node also computes its GELU (fused).
+# A BERT block's matrix products by the names of their nodes, the patterns int8 recipes keep layers in
+# float by (the int8 export's fused nodes keep the names). The FFN up-projection's node also computes its
+# GELU (fused).
 ROLES = {
-    "attention q/k/v": re.compile(r"attention\.self\.(query|key|value)/"),
-    "attention output": re.compile(r"attention\.output\.dense/"),
-    "FFN up (+ GELU)": re.compile(r"intermediate\.dense/"),
-    "FFN down": re.compile(r"layer\.\d+\.output\.dense/"),
+    role: re.compile(pattern)
+    for role, pattern in (
+        ("attention q/k/v", QUERY_KEY_VALUE),
+        ("attention output", ATTENTION_OUTPUT),
+        ("FFN up (+ GELU)", FFN_UP),
+        ("FFN down", FFN_DOWN),
+    )
 }
 # Attention's fused subgraph (scores, softmax, weighted sum), layer norms, residual adds, reorders,
 # quantizing: what an int8 recipe leaves as it is.
@@ -48,7 +54,7 @@ def op_profile(path: Path, precision: str, batch: list[str]) -> dict[str, dict[s
 
 def _role(node: str, op_type: str) -> str:
     if op_type.startswith(("FullyConnected", "MatMul")):
-        return next((role for role, pattern in ROLES.items() if pattern.search(node)), OTHER)
+        return next((role for role, pattern in ROLES.items() if pattern.fullmatch(node)), OTHER)
     return OTHER
 
 

@@ -11,12 +11,18 @@ from dataclasses import asdict, dataclass
 
 from inference_tasks.ml.corpus import corpus_digest
 
-# Kept out of int8, in the runtime's float precision (NNCF ignored-scope name patterns; BERT-family names):
-# each layer's feed-forward down-projection (`encoder.layer.N.output.dense`; quantized, short texts
-# lose the most) and each attention output projection (`attention.output.dense`; quantized, long runs of
-# one repeated token do). Figures: docs/benchmarks.md, "int8 recipes". A model whose layers are named
-# otherwise is quantized whole there (validate=False) and must pass the gate on its own.
-KEPT_IN_FLOAT = (r".*layer\.\d+\.output\.dense.*", r".*attention\.output\.dense.*")
+# A BERT block's matrix products by their nodes' names in an export (NNCF ignored-scope patterns, matched
+# against a whole name; BERT-family names). benchmarks/ times each role by the same patterns.
+QUERY_KEY_VALUE = r".*attention\.self\.(query|key|value).*"
+ATTENTION_OUTPUT = r".*attention\.output\.dense.*"
+FFN_UP = r".*intermediate\.dense.*"
+FFN_DOWN = r".*layer\.\d+\.output\.dense.*"
+# Kept out of int8, in the runtime's float precision: each layer's feed-forward down-projection
+# (`encoder.layer.N.output.dense`; quantized, short texts lose the most) and each attention output
+# projection (`attention.output.dense`; quantized, long runs of one repeated token do). Figures:
+# docs/benchmarks.md, "int8 recipes". A model whose layers are named otherwise is quantized whole there
+# (validate=False) and must pass the gate on its own.
+KEPT_IN_FLOAT = (FFN_DOWN, ATTENTION_OUTPUT)
 # Calibrated on after the package's corpus, so the activation scales also cover long runs of one token.
 # No word here is in the gate's repetitive texts (ml/held_out.REPEATED_TOKENS): the gate tests others.
 REPEATED_TOKEN_CALIBRATION = ("help " * 90, "asdf " * 150, "z " * 300, "!" * 300, "yes " * 120, "order " * 60)
