@@ -12,7 +12,7 @@ cosines of unit vectors; sparse scores the dot product of SPLADE vectors, as a s
 inverted index computes it; the fusion ranks by sum(1 / (60 + rank)) over both top-100 lists (RRF,
 k = 60, as OpenSearch, Elasticsearch and Qdrant fuse).
 
-Speed: each model on one thread, the worker's own runtimes (embedders.make_embedder), 64-ticket
+Speed: each model on one thread, the worker's own runtimes (worker/runtimes/torch/loader.py), 64-ticket
 batches, rounds alternated A B B A. With `--base-size` also a SPLADE model of BERT-base shape
 (naver/splade-v3's and opensearch-neural-sparse-v2's size; random weights: speed only, no recall).
 
@@ -153,21 +153,22 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from inference_tasks.config.catalogue import SPARSE_KIND
     from inference_tasks.config.defaults import DEFAULT_MODEL
-    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.registry import load_dense_encoder
+    from inference_tasks.worker.runtimes.torch.loader import load_sparse_encoder
 
     tickets = [json.loads(line)["text"] for line in TICKETS.read_text().splitlines() if line.strip()]
     queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]
-    dense = make_embedder(DEFAULT_MODEL, "cpu")
-    sparse = make_embedder(str(SPLADE_TINY), "cpu", kind=SPARSE_KIND)
+    dense = load_dense_encoder(DEFAULT_MODEL, "cpu", LoadOptions())
+    sparse = load_sparse_encoder(str(SPLADE_TINY), "cpu")
     recall = recall_table(dense, sparse, tickets, queries)
     models = {"dense all-MiniLM-L6-v2": dense, "sparse SPLADE-tiny": sparse}
     if options.base_size:
         import tempfile
 
         base = base_size_splade(Path(tempfile.mkdtemp(prefix="splade-base-")))
-        models["sparse BERT-base SPLADE shape"] = make_embedder(str(base), "cpu", kind=SPARSE_KIND)
+        models["sparse BERT-base SPLADE shape"] = load_sparse_encoder(str(base), "cpu")
     per_second = speeds(models, tickets, 1 if options.quick else 4)
     counts = ", ".join(f"{sum(q['kind'] == kind for q in queries)} {kind}" for kind in KINDS[1:])
     print(f"CPU: {cpu_name()}; one thread; {len(tickets)} tickets, {len(queries)} queries ({counts})")

@@ -43,22 +43,23 @@ def main() -> None:
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     from inference_tasks.config import Settings
-    from inference_tasks.ops.export import export_openvino, export_openvino_int8
-    from inference_tasks.worker.runtimes.loading import make_embedder
-    from inference_tasks.worker.runtimes.openvino_model import OpenVinoEmbedder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.openvino.export import export_openvino, export_openvino_int8
+    from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
+    from inference_tasks.worker.runtimes.registry import load_dense_encoder
 
     cache = tempfile.mkdtemp(prefix="int8-bench-")
     settings = Settings(model_cache=cache)
     paths = {"f32": export_openvino(settings).path, "int8": export_openvino_int8(settings).path}
-    embedders = {}
+    encoders = {}
     for name, runtime, export, precision in RUNTIMES:
         if runtime == "torch":
-            embedder = make_embedder("all-MiniLM-L6-v2", "cpu")
+            encoder = load_dense_encoder("all-MiniLM-L6-v2", "cpu", LoadOptions())
         else:
-            embedder = OpenVinoEmbedder("all-MiniLM-L6-v2", paths[export], precision)
-            embedder.compile(1)
-        embedder.max_pass_tokens = 2048
-        embedders[name] = embedder
+            encoder = OpenVinoEncoder("all-MiniLM-L6-v2", paths[export], precision)
+            encoder.compile(1)
+        encoder.max_pass_tokens = 2048
+        encoders[name] = encoder
     threads.limit_loaded_pools(1)
     workloads = {
         "64 tickets": make_batches(4, 64, seed=21),
@@ -66,21 +67,21 @@ def main() -> None:
         "mixed 64": mixed_batches(4, seed=23),
     }
     tickets = ticket_texts()
-    reference = embedders["torch"].encode(tickets, normalize=True)
+    reference = encoders["torch"].encode(tickets, normalize=True)
     cosine = {
-        name: float((e.encode(tickets, normalize=True) * reference).sum(axis=1).min()) for name, e in embedders.items()
+        name: float((e.encode(tickets, normalize=True) * reference).sum(axis=1).min()) for name, e in encoders.items()
     }
     rates: dict[tuple[str, str], list[float]] = {}
-    configs = [(name, workload) for name in embedders for workload in workloads]
+    configs = [(name, workload) for name in encoders for workload in workloads]
     for round_index, (name, workload) in alternated(configs, options.rounds):
         batch = workloads[workload][round_index % 4]
-        call_us = per_call_us(lambda e=embedders[name], b=batch: e.encode(b, normalize=True), options.seconds)
+        call_us = per_call_us(lambda e=encoders[name], b=batch: e.encode(b, normalize=True), options.seconds)
         rates.setdefault((name, workload), []).append(len(batch) / (call_us / 1e6))
     print(f"CPU: {cpu_name()}; all-MiniLM-L6-v2, one thread; texts/s (median of {options.rounds} rounds)")
     print(f"{'runtime':<22} {'precision':<9} {'min cos':>8} " + " ".join(f"{w:>10}" for w in workloads))
-    for name, embedder in embedders.items():
+    for name, encoder in encoders.items():
         cells = " ".join(f"{statistics.median(rates[(name, w)]):>10.0f}" for w in workloads)
-        print(f"{name:<22} {embedder.precision or '?':<9} {cosine[name]:>8.4f} {cells}")
+        print(f"{name:<22} {encoder.precision or '?':<9} {cosine[name]:>8.4f} {cells}")
     auto = {w: statistics.median(rates[("openvino auto", w)]) for w in workloads}
     for name in ("openvino int8", "int8, f32 elsewhere"):
         ratios = ", ".join(f"{w} {statistics.median(rates[(name, w)]) / auto[w]:.2f}x" for w in workloads)

@@ -5,14 +5,15 @@ On the Intel AMX host of issue 40, export-model's int8 ran at 0.86x bf16 (64-tex
 Celery): AMX's bf16 is strong, and the int8 graph keeps each feed-forward down-projection in float and
 adds quantize/dequantize pairs. This script is the experiment that host needed (its answer, 2026-12-05:
 no recipe can reach 1.3x bf16 there; docs/benchmarks.md, "int8 recipes"): each recipe (which
-layers stay in float, SmoothQuant's alpha, the calibration texts: ml/int8_recipe.Int8Recipe) quantizes the
-same full-precision export, and every candidate (f32, bf16 where the CPU has it, every
-recipe) is compiled with one thread and timed exactly as `export-model`'s measured choice times its
-candidates (64-text batches and single sentences, alternated round by round: ops/measure.timings),
-and gated the same way (least cosine to torch's f32 vectors over the held-out texts, not the
-calibration corpus: >= 0.99); `repet.` is the least over the gate's runs of one repeated token, `unseen`
-over texts neither calibrated on nor in the gate (300 more recombined ones, other repeated tokens), so
-a recipe chosen on the gate's texts is checked on others. Issue 40's goal on AMX: an int8 recipe >= 1.3x bf16 on 64-text
+layers stay in float, SmoothQuant's alpha, the calibration texts:
+worker/runtimes/openvino/int8_recipe.Int8Recipe) quantizes the same full-precision export, and every
+candidate (f32, bf16 where the CPU has it, every recipe) is compiled with one thread and timed exactly
+as `export-model`'s measured choice times its candidates (64-text batches and single sentences,
+alternated round by round: worker/runtimes/openvino/measure.timings), and gated the same way (least
+cosine to torch's f32 vectors over the held-out texts, not the calibration corpus: >= 0.99); `repet.`
+is the least over the gate's runs of one repeated token, `unseen` over texts neither calibrated on nor
+in the gate (300 more recombined ones, other repeated tokens), so a recipe chosen on the gate's texts
+is checked on others. Issue 40's goal on AMX: an int8 recipe >= 1.3x bf16 on 64-text
 batches at min cosine >= 0.99. Nothing is downloaded; the exports go to a temporary model cache.
 
     .venv/bin/python -m benchmarks.int8_recipes            # ~2-4 minutes on 2 cores
@@ -38,7 +39,7 @@ from typing import Any
 from benchmarks.harness.op_profile import int8_bound, op_profile, print_profile
 from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.workload import REPO_ROOT
-from inference_tasks.ml.int8_recipe import ATTENTION_OUTPUT, FFN_DOWN, FFN_UP, QUERY_KEY_VALUE
+from inference_tasks.worker.runtimes.openvino.int8_recipe import ATTENTION_OUTPUT, FFN_DOWN, FFN_UP, QUERY_KEY_VALUE
 
 # The FFN down-projections of all-MiniLM-L6-v2's two most sensitive layers (see RECIPES).
 FFN_DOWN_0_2 = r".*layer\.(0|2)\.output\.dense.*"
@@ -75,10 +76,10 @@ QUICK_RECIPES = tuple(list(RECIPES)[:2])
 def build_candidates(cache: Path, recipes: list[str]) -> tuple[Path, dict[str, tuple[Path, str]]]:
     """The model's source, and every candidate: name -> (export, precision to compile it at)."""
     from inference_tasks.config import Settings
-    from inference_tasks.ml.int8_recipe import Int8Recipe
-    from inference_tasks.ops.export import export_openvino, quantize_export
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
-    from inference_tasks.worker.runtimes.precision_choice import has_bf16, host_cpu
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
+    from inference_tasks.worker.runtimes.openvino.export import export_openvino, quantize_export
+    from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe
+    from inference_tasks.worker.runtimes.openvino.precision_choice import has_bf16, host_cpu
 
     settings = Settings(model_cache=str(cache))
     base = export_openvino(settings).path
@@ -100,25 +101,25 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.ml.held_out import (
+    from inference_tasks.worker.runtimes.openvino.held_out import (
         REPEATED_TOKENS,
         UNSEEN_REPEATED_TOKENS,
         recombined_corpus_texts,
         sentences,
     )
-    from inference_tasks.ops.measure import BATCH_TEXTS, GATE_MIN_COSINE, min_cosines, timings
-    from inference_tasks.worker.runtimes.openvino_model import OpenVinoEmbedder
+    from inference_tasks.worker.runtimes.openvino.measure import BATCH_TEXTS, GATE_MIN_COSINE, min_cosines, timings
+    from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 
     recipes = list(QUICK_RECIPES if args.quick else RECIPES)
     source, candidates = build_candidates(Path(tempfile.mkdtemp(prefix="int8-recipes-")), recipes)
-    embedders = {
-        name: OpenVinoEmbedder("all-MiniLM-L6-v2", path, precision) for name, (path, precision) in candidates.items()
+    encoders = {
+        name: OpenVinoEncoder("all-MiniLM-L6-v2", path, precision) for name, (path, precision) in candidates.items()
     }
-    for embedder in embedders.values():
-        embedder.compile(1)
-    cosines, repetitive = min_cosines(source, embedders), min_cosines(source, embedders, list(REPEATED_TOKENS))
-    unseen = min_cosines(source, embedders, recombined_corpus_texts(300, seed=7) + list(UNSEEN_REPEATED_TOKENS))
-    batch_s, single_ms = timings(embedders, 1 if args.quick else args.rounds)
+    for encoder in encoders.values():
+        encoder.compile(1)
+    cosines, repetitive = min_cosines(source, encoders), min_cosines(source, encoders, list(REPEATED_TOKENS))
+    unseen = min_cosines(source, encoders, recombined_corpus_texts(300, seed=7) + list(UNSEEN_REPEATED_TOKENS))
+    batch_s, single_ms = timings(encoders, 1 if args.quick else args.rounds)
     rows = {
         name: {
             "min_cosine": round(cosines[name], 5),
@@ -128,7 +129,7 @@ def main() -> None:
             "batch_texts_per_s": round(BATCH_TEXTS / statistics.median(batch_s[name]), 1),
             "single_p50_ms": round(statistics.median(single_ms[name]), 2),
         }
-        for name in embedders
+        for name in encoders
     }
     reference = "bf16" if "bf16" in rows else "f32"
     print(f"CPU: {cpu_name()}; all-MiniLM-L6-v2 on OpenVINO, one thread; {BATCH_TEXTS}-text batches and single "

@@ -36,20 +36,21 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.registry import load_dense_encoder
 
     batch, single = make_batches(1, 64, seed=3)[0], make_batches(1, 1, seed=4)[0]
     print(f"CPU: {cpu_name()}; one thread; texts/s (batches of 64 support tickets / one at a time)")
     for name in (MULTILINGUAL_MODEL, DEFAULT_MODEL):
-        embedder = make_embedder(name, "cpu")
-        embedder.compile(1)
+        encoder = load_dense_encoder(name, "cpu", LoadOptions())
+        encoder.compile(1)
         threads.limit_loaded_pools(1)
-        embedder.encode(["warm-up"], normalize=True)
-        batched = 64 / (per_call_us(lambda e=embedder: e.encode(batch, normalize=True), options.seconds) / 1e6)
-        alone = 1 / (per_call_us(lambda e=embedder: e.encode(single, normalize=True), options.seconds) / 1e6)
+        encoder.encode(["warm-up"], normalize=True)
+        batched = 64 / (per_call_us(lambda e=encoder: e.encode(batch, normalize=True), options.seconds) / 1e6)
+        alone = 1 / (per_call_us(lambda e=encoder: e.encode(single, normalize=True), options.seconds) / 1e6)
         margins = []
         for ticket, translation, unrelated in PAIRS:
-            vectors = embedder.encode([ticket, translation, unrelated], normalize=True)
+            vectors = encoder.encode([ticket, translation, unrelated], normalize=True)
             margins.append(f"{vectors[0] @ vectors[1]:.3f} vs {vectors[0] @ vectors[2]:.3f}")
         print(f"{name:<45} {batched:8.0f} / {alone:6.0f}   ko, ja: translation vs unrelated {'; '.join(margins)}")
 

@@ -48,14 +48,15 @@ def main() -> None:
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     from inference_tasks.ml.corpus import corpus_texts
-    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.registry import load_dense_encoder
     from inference_tasks.worker.tasks.vectors import quantize, shaped
 
     tickets = [json.loads(line) for line in TICKETS.read_text().splitlines() if line.strip()]
     texts, labels = [t["text"] for t in tickets], np.array([t["label"] for t in tickets])
-    embedder = make_embedder("all-MiniLM-L6-v2", "cpu")
-    floats = embedder.encode(texts, normalize=True)
-    calibration = embedder.encode(corpus_texts(), normalize=True)
+    encoder = load_dense_encoder("all-MiniLM-L6-v2", "cpu", LoadOptions())
+    floats = encoder.encode(texts, normalize=True)
+    calibration = encoder.encode(corpus_texts(), normalize=True)
     print(f"CPU: {cpu_name()}; all-MiniLM-L6-v2 (torch); {len(texts)} labelled tickets, each a query against the rest")
     print(f"{'dims':>5} {'encoding':<10} {'bytes':>6} {'recall@10':>10} {'label P@10':>11}")
     for dims in (384, 256, 128, 64):

@@ -42,8 +42,8 @@ from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.runner import run
 from benchmarks.harness.workload import REPO_ROOT, make_batches, ticket_texts
 from inference_tasks.config import Settings
-from inference_tasks.ops.export import export_openvino
-from inference_tasks.worker.runtimes.precision_choice import read_record
+from inference_tasks.worker.runtimes.openvino.export import export_openvino
+from inference_tasks.worker.runtimes.openvino.precision_choice import read_record
 from tests.support import localstack
 from tests.support.localstack import clean_env
 

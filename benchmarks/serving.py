@@ -57,7 +57,7 @@ from benchmarks.harness.targets import PEER_VENV, CeilingTarget, CeleryTarget, H
 from benchmarks.harness.workload import REPO_ROOT, make_batches
 from inference_tasks.config import Settings
 from inference_tasks.cores import available_cores
-from inference_tasks.ops.export import export_openvino, export_openvino_int8
+from inference_tasks.worker.runtimes.openvino.export import export_openvino, export_openvino_int8
 from tests.support import localstack
 
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "serving.json"

@@ -52,28 +52,29 @@ def main() -> None:
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
     from benchmarks.harness.passes import fixed_size_passes, padded_tokens
-    from inference_tasks.worker.runtimes.loading import make_embedder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
     from inference_tasks.worker.runtimes.passes import forward_passes
+    from inference_tasks.worker.runtimes.registry import load_dense_encoder
 
-    embedder = make_embedder("all-MiniLM-L6-v2", "cpu")
+    encoder = load_dense_encoder("all-MiniLM-L6-v2", "cpu", LoadOptions())
     threads.limit_loaded_pools(1)
-    embedder.encode(["warm-up"], normalize=True)
+    encoder.encode(["warm-up"], normalize=True)
     batches = mixed_batches(8, seed=5)
-    limit = embedder.max_tokens or 256
+    limit = encoder.max_tokens or 256
     waste = {}
     for setting in SETTINGS:
         padded = real = 0
         for batch in batches:
-            counts = [min(count, limit) for count in embedder.token_counts(batch)]
+            counts = [min(count, limit) for count in encoder.token_counts(batch)]
             passes = forward_passes(counts, 32, setting) if setting else fixed_size_passes([len(t) for t in batch], 32)
             padded += padded_tokens(counts, passes)
             real += sum(counts)
         waste[setting] = padded / real
     speeds: dict[int, list[float]] = {setting: [] for setting in SETTINGS}
     for round_index, setting in alternated(SETTINGS, options.rounds):
-        embedder.max_pass_tokens = setting or None
+        encoder.max_pass_tokens = setting or None
         batch = batches[round_index % len(batches)]
-        call_us = per_call_us(lambda b=batch: embedder.encode(b, normalize=True), options.seconds)
+        call_us = per_call_us(lambda b=batch: encoder.encode(b, normalize=True), options.seconds)
         speeds[setting].append(BATCH / (call_us / 1e6))
     print(f"CPU: {cpu_name()}; all-MiniLM-L6-v2 (torch), one thread; 64-text batches, 10 % of 200+ words")
     base = statistics.median(speeds[0])

@@ -3,7 +3,7 @@
 A catalogue `source` that is not a packaged model and not a local directory may be a hub id, with an
 optional `revision` (a commit, tag or branch). Nothing downloads at run time: `inference-tasks
 pull-model` fetches it into the Hugging Face cache at deploy time (the one command that uses the
-network), and workers resolve it there with the network off (worker/runtimes/loading.py). Inside the
+network), and workers resolve it there with the network off (worker/runtimes/model_files.py). Inside the
 package such a model is one string, `<id>` or `<id>@<revision>`, so every place that passes a
 model's source passes the pin with it. Producer-safe: stdlib only.
 """

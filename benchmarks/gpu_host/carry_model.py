@@ -26,7 +26,7 @@ def main(target: Path) -> None:
 
     from benchmarks.harness.workload import make_batches
     from inference_tasks.config.defaults import DEFAULT_MODEL
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
     source = resolve_model_path(DEFAULT_MODEL)
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("model.safetensors", "README.md", "data_config.json"))

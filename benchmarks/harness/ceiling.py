@@ -31,16 +31,19 @@ def start(
     threads.set_offline_env(os.environ)
     import torch  # noqa: F401
 
+    from inference_tasks.config.catalogue import ModelEntry
     from inference_tasks.config.defaults import DEFAULT_MICROBATCH_MAX_TOKENS
-    from inference_tasks.worker.runtimes.models import ModelHolder
+    from inference_tasks.worker.kinds.model_holder import ModelHolder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
 
     threads.limit_loaded_pools(pinned_threads)
     holder = ModelHolder()
-    holder.load(model_name, "cpu", backend=backend, cache=Path(cache) if cache else None, precision=precision)
-    if holder.embedder is not None:  # passes bounded by tokens, as a worker's children run them
-        holder.embedder.max_pass_tokens = DEFAULT_MICROBATCH_MAX_TOKENS
-    if backend == "openvino" and holder.embedder is not None:
-        holder.embedder.compile(pinned_threads)  # type: ignore[attr-defined]
+    options = LoadOptions(backend, Path(cache) if cache else None, precision)
+    holder.load(ModelEntry("ceiling", source=model_name), "cpu", options=options)
+    if holder.served is not None:  # passes bounded by tokens, as a worker's children run them
+        holder.served.max_pass_tokens = DEFAULT_MICROBATCH_MAX_TOKENS
+    if backend == "openvino" and holder.served is not None:
+        holder.served.compile(pinned_threads)
     holder.warm_up()
     _model = holder.get()
 

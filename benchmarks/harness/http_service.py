@@ -24,14 +24,15 @@ import torch  # noqa: E402 - after the thread variables, which torch reads once 
 from fastapi import FastAPI  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
+from inference_tasks.config.catalogue import ModelEntry  # noqa: E402
 from inference_tasks.config.defaults import DEFAULT_MODEL  # noqa: E402
-from inference_tasks.worker.runtimes.models import ModelHolder  # noqa: E402
+from inference_tasks.worker.kinds.model_holder import ModelHolder  # noqa: E402
 
 if _threads:
     threads.limit_loaded_pools(int(_threads))
 
 holder = ModelHolder()
-holder.load(os.environ.get("BENCH_MODEL", DEFAULT_MODEL), "cpu")
+holder.load(ModelEntry("http-service", source=os.environ.get("BENCH_MODEL", DEFAULT_MODEL)), "cpu")
 holder.warm_up()
 model = holder.get()
 app = FastAPI()

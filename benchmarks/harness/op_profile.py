@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from inference_tasks.ml.int8_recipe import ATTENTION_OUTPUT, FFN_DOWN, FFN_UP, QUERY_KEY_VALUE
+from inference_tasks.worker.runtimes.openvino.int8_recipe import ATTENTION_OUTPUT, FFN_DOWN, FFN_UP, QUERY_KEY_VALUE
 
 PASSES = 3
 ROWS = 8
@@ -35,17 +35,17 @@ OTHER = "everything else"
 def op_profile(path: Path, precision: str, batch: list[str]) -> dict[str, dict[str, float]]:
     """Mean milliseconds for `batch` in one inference call, `by_kernel` ('operation type / kernel') and
     `by_role` (ROLES and OTHER), largest first."""
-    from inference_tasks.worker.runtimes.openvino_model import OpenVinoEmbedder
+    from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 
-    embedder = OpenVinoEmbedder("all-MiniLM-L6-v2", path, precision)
-    embedder.batch_size = len(batch)  # one inference call, whose counters are read
-    embedder.compile(1, op_counters=True)
-    embedder.encode(batch, normalize=True)
+    encoder = OpenVinoEncoder("all-MiniLM-L6-v2", path, precision)
+    encoder.batch_size = len(batch)  # one inference call, whose counters are read
+    encoder.compile(1, op_counters=True)
+    encoder.encode(batch, normalize=True)
     by_kernel: dict[str, float] = {}
     by_role: dict[str, float] = dict.fromkeys([*ROLES, OTHER], 0.0)
     for _ in range(PASSES):
-        embedder.encode(batch, normalize=True)
-        for node, op_type, kernel, ms in embedder.op_times():
+        encoder.encode(batch, normalize=True)
+        for node, op_type, kernel, ms in encoder.op_times():
             key = f"{op_type} / {kernel}"
             by_kernel[key] = by_kernel.get(key, 0.0) + ms / PASSES
             by_role[_role(node, op_type)] += ms / PASSES

@@ -112,7 +112,7 @@ class InfinityTarget(HttpTarget):
     serving the same model files over HTTP, from its own venv (benchmarks/peers/setup_infinity.sh)."""
 
     def __init__(self, name: str, venv: Path, workdir: Path) -> None:
-        from inference_tasks.worker.runtimes.loading import resolve_model_path
+        from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
         self.name = name
         self.port = localstack.free_port()

@@ -32,13 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from inference_tasks.config.checks import ConfigError
-from inference_tasks.config.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL
+from inference_tasks.config.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL, NUMPY_RUNTIME
 from inference_tasks.hub import PULL_COMMAND, REVISION, hub_reference, is_hub_id
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 # What a catalogue entry serves: an embedding model (sentence-transformers SentenceTransformer: every
 # task), a cross-encoder (sentence-transformers CrossEncoder: inference.rerank only, on torch) or a sparse
-# encoder (sentence-transformers SparseEncoder, SPLADE: inference.embed_sparse only, on torch).
+# encoder (sentence-transformers SparseEncoder, SPLADE: inference.embed_sparse only, on torch). A worker
+# serves each through its class in worker/kinds/ (registry.py): this module and that registry are the
+# only ones that compare kinds (tests/unit/test_kinds.py).
 EMBEDDING_KIND = "embedding"
 CROSS_ENCODER_KIND = "cross-encoder"
 SPARSE_KIND = "sparse"
@@ -49,8 +51,6 @@ TORCH_ONLY_KINDS = {CROSS_ENCODER_KIND: "CrossEncoder", SPARSE_KIND: "SparseEnco
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
 BUILTIN_MULTILINGUAL = "multilingual"
-# The runtime of the built-in multilingual model (its own numpy forward pass, worker/runtimes/universal_encoder.py).
-NUMPY_RUNTIME = "numpy"
 # Sources that name a packaged model rather than a directory.
 PACKAGED_SOURCES = (DEFAULT_MODEL, MULTILINGUAL_MODEL)
 ENTRY_FIELDS = ("source", "revision", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
@@ -83,6 +83,13 @@ class ModelEntry:
     default_prompt: str | None = None
     # Word pieces the model reads; None: the model's own setting.
     max_seq_length: int | None = None
+
+    def runtime(self, default: str) -> str:
+        """The runtime that runs this model: torch for a cross-encoder or a sparse encoder (TORCH_ONLY_KINDS),
+        else the entry's backend, else `default` (INFERENCE_BACKEND)."""
+        if self.kind in TORCH_ONLY_KINDS:
+            return "torch"
+        return self.backend or default
 
 
 @dataclass(frozen=True)

@@ -115,16 +115,20 @@ DEFAULT_MAX_CORPUS_TEXTS = 200_000
 DEFAULT_CORPUS_EXPIRES_S = 86_400
 # The runtime that runs the model's forward pass. torch: sentence-transformers on PyTorch. openvino:
 # the same model exported once to OpenVINO IR (`inference-tasks export-model --backend openvino`),
-# tokenized and pooled exactly as sentence-transformers does (worker/runtimes/openvino_model.py); 2.3-4x the
+# tokenized and pooled exactly as sentence-transformers does (worker/runtimes/openvino/); 2.3-4x the
 # sentences per core measured here (docs/benchmarks.md). CPU only.
 BACKENDS = ("torch", "openvino")
+# The runtime of the built-in multilingual model: its own numpy forward pass (worker/runtimes/numpy/).
+NUMPY_RUNTIME = "numpy"
+# Every runtime a catalogue entry may name, one folder each under worker/runtimes/ (its registry.py).
+RUNTIMES = (*BACKENDS, NUMPY_RUNTIME)
 # auto: the precision `export-model --backend openvino` measured fastest on this host (one that passed
-# its accuracy gate: worker/runtimes/precision_choice.py), else OpenVINO's own choice for the CPU (bf16 where
+# its accuracy gate: worker/runtimes/openvino/precision_choice.py), else OpenVINO's own choice for the CPU (bf16 where
 # the CPU has native bf16: AVX512_BF16 or AMX, f32 elsewhere); f32 forces full precision (vectors then
 # match torch's to ~1e-7); bf16 asks for bf16; int8 serves the NNCF-quantized export
 # (`export-model --backend openvino --precision int8`; docs/benchmarks.md).
 OPENVINO_PRECISIONS = ("auto", "f32", "bf16", "int8")
-# The torch runtime's engine: auto (the native BERT encoder where it applies, worker/runtimes/native_bert.py,
+# The torch runtime's engine: auto (the native BERT encoder where it applies, worker/runtimes/torch/native_bert.py,
 # else sentence-transformers) or sentence-transformers always.
 TORCH_ENGINES = ("auto", "sentence-transformers")
 # "auto": a prefork worker is the inference profile (one native thread per child), any other pool

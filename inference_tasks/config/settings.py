@@ -145,12 +145,12 @@ class Settings:
         """The catalogue (INFERENCE_MODELS_FILE plus the built-ins) and the entry this process serves
         (INFERENCE_MODEL), read and checked once, on first use: a worker's start. CatalogueError names
         the file, the model and the field."""
-        from inference_tasks.config.catalogue import TORCH_ONLY_KINDS, CatalogueError, load_catalogue, served_entry
+        from inference_tasks.config.catalogue import CatalogueError, load_catalogue, served_entry
 
         catalogue, entry = served_entry(load_catalogue(self.models_file), self.model)
         # The one check of runtime against device (the served model's runtime, as model_backend says it:
         # a cross-encoder or sparse encoder runs on torch whatever INFERENCE_BACKEND is).
-        runtime = "torch" if entry.kind in TORCH_ONLY_KINDS else entry.backend or self.backend
+        runtime = entry.runtime(self.backend)
         if runtime in ("openvino", "numpy") and self.device != devices.CPU:
             raise CatalogueError(
                 f"model {entry.alias!r} runs on {runtime} ({'OpenVINO' if runtime == 'openvino' else 'its own numpy'}"
@@ -170,12 +170,8 @@ class Settings:
     @property
     def model_backend(self) -> str:
         """The served model's runtime: its catalogue entry's backend, else INFERENCE_BACKEND; torch for a
-        cross-encoder or a sparse encoder (catalogue.TORCH_ONLY_KINDS), whatever INFERENCE_BACKEND says."""
-        from inference_tasks.config.catalogue import TORCH_ONLY_KINDS
-
-        if self.served_model.kind in TORCH_ONLY_KINDS:
-            return "torch"
-        return self.served_model.backend or self.backend
+        cross-encoder or a sparse encoder, whatever INFERENCE_BACKEND says (ModelEntry.runtime)."""
+        return self.served_model.runtime(self.backend)
 
     @property
     def model_cache_dir(self) -> Path:

@@ -166,8 +166,8 @@ def metrics(address: str, port: int, timeout: float) -> None:
 def export_model(backend: str, model: str | None, precision: str, force: bool) -> None:
     """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
     INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
-    from inference_tasks.ops.export import export_openvino, export_openvino_int8
-    from inference_tasks.worker.runtimes.openvino_model import runtime_missing
+    from inference_tasks.worker.runtimes.openvino.export import export_openvino, export_openvino_int8
+    from inference_tasks.worker.runtimes.openvino.export_paths import runtime_missing
 
     if problem := runtime_missing():
         raise click.ClickException(problem)
@@ -183,7 +183,7 @@ def export_model(backend: str, model: str | None, precision: str, force: bool) -
         verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
         click.echo(f"{backend}{label}: {verb}: {done.path}")
     if precision == "auto":
-        from inference_tasks.ops.measure import measure_and_report
+        from inference_tasks.worker.runtimes.openvino.measure import measure_and_report
 
         # A new int8 export (first, forced, or a new recipe's) makes any recorded measurement stale.
         measure_and_report(settings, made[""].path, made[" int8"].path, force or made[" int8"].created)

@@ -185,20 +185,20 @@ def check_model(settings: Settings) -> Check:
     threads.set_offline_env(os.environ)
     started = time.perf_counter()
     try:
-        from inference_tasks.worker.runtimes.loading import make_embedder
+        from inference_tasks.worker.runtimes.load_options import LoadOptions
+        from inference_tasks.worker.runtimes.registry import load_dense_encoder
 
-        model, backend = settings.served_model.source, settings.model_backend
-        cache, precision, engine = settings.model_cache_dir, settings.openvino_precision, settings.torch_engine
-        embedder = make_embedder(model, "cpu", backend, cache, precision, torch_engine=engine)
-        dim = len(embedder.encode(["doctor"], normalize=True)[0])
+        # The served model's files on its runtime, asked for one sentence's vector.
+        encoder = load_dense_encoder(settings.served_model.source, "cpu", LoadOptions.of(settings))
+        dim = len(encoder.encode(["doctor"], normalize=True)[0])
     except Exception as error:  # noqa: BLE001 - any failure to load is the finding
         fix = f"fix {ENV_PREFIX}MODEL or {ENV_PREFIX}MODELS_FILE"
         if settings.model_backend == "openvino":
             fix += " or run `inference-tasks export-model --backend openvino` (and install the openvino extra)"
         return Check("model", False, f"{settings.model or 'the default model'} failed to load: {error}", fix)
-    runtime = f"{runtime_name(embedder.backend, getattr(embedder, 'engine', None))} {embedder.precision}"
+    runtime = f"{runtime_name(encoder.backend, getattr(encoder, 'engine', None))} {encoder.precision}"
     took = time.perf_counter() - started
-    return Check("model", True, f"{embedder.name} loads on {runtime} ({dim} dims, {took:.1f} s here)")
+    return Check("model", True, f"{encoder.name} loads on {runtime} ({dim} dims, {took:.1f} s here)")
 
 
 def ask_workers(app: Any, timeout: float) -> dict[str, dict[str, Any]]:

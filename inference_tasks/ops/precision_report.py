@@ -1,5 +1,6 @@
 """What `doctor` and the exporter say about the OpenVINO precision each worker serves, from the workers'
-own replies (each worker compares the measurement with its own host's CPU: worker/runtimes/precision_choice.py)."""
+own replies (each worker compares the measurement with its own host's CPU:
+worker/runtimes/openvino/precision_choice.py)."""
 
 from __future__ import annotations
 

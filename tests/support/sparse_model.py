@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from inference_tasks.worker.runtimes.sparse_model import SparseRow
+from inference_tasks.worker.runtimes.torch.sparse_encoder import SparseRow
 from tests.support.localstack import REPO_ROOT
 
 SPLADE_TINY = REPO_ROOT / ".models" / "splade-tiny"

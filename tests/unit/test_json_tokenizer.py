@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.worker.runtimes import tokens
 from inference_tasks.worker.runtimes.json_tokenizer import JsonTokenizer
-from inference_tasks.worker.runtimes.loading import resolve_model_path
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
 from tests.support.sparse_model import SPLADE_TINY
 
 TEXTS = [

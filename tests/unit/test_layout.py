@@ -28,7 +28,7 @@ WORKER_ONLY = ("inference_tasks.worker", "inference_tasks.ml", "inference_tasks.
 PRODUCER_SIDE_OPS = {"inference_tasks.ops", "inference_tasks.ops.flower_guard"}
 # worker/'s layers, lowest first: a module imports from its own layer and the layers before it, never
 # from a later one (TYPE_CHECKING imports included). worker/__init__.py says what each layer holds.
-WORKER_LAYERS = ("host", "runtimes", "lifecycle", "celery_ext", "batching", "tasks")
+WORKER_LAYERS = ("host", "runtimes", "kinds", "lifecycle", "celery_ext", "batching", "tasks")
 
 
 def module_name(path: Path) -> str:
@@ -107,7 +107,7 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_package_has_no_import_cycle() -> None:
     """Not even through imports made for annotations only: a module two others need for their types
-    lives below both (worker/runtimes/interface.py, config/checks.py reading values, not Settings)."""
+    lives below both (worker/runtimes/capabilities.py, config/checks.py reading values, not Settings)."""
     assert find_cycle(import_graph(type_checking=True)) is None
 
 
@@ -154,7 +154,7 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     graph = import_graph()
     graph["inference_tasks.config.defaults"] = {
         *graph["inference_tasks.config.defaults"],
-        "inference_tasks.worker.runtimes.models",
+        "inference_tasks.worker.kinds.model_holder",
     }
     cycle = find_cycle(graph)
     assert cycle is not None and cycle[0] == cycle[-1]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from inference_tasks.config.catalogue import ModelEntry
 from inference_tasks.config.defaults import DEFAULT_MODEL
-from inference_tasks.worker.runtimes.loading import resolve_model_path
-from inference_tasks.worker.runtimes.models import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError
+from inference_tasks.worker.kinds.model_holder import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
 
 @pytest.fixture(scope="module")
 def loaded() -> ModelHolder:
     holder = ModelHolder()
-    holder.load(DEFAULT_MODEL, "cpu")
+    holder.load(ModelEntry("minilm"), "cpu")
     holder.warm_up()
     return holder
 
@@ -47,8 +48,8 @@ def test_a_failed_load_is_remembered_not_raised(tmp_path):
     broken.mkdir()
     (broken / "modules.json").write_text("not json")
     holder = ModelHolder()
-    holder.load(str(broken), "cpu")
-    assert holder.embedder is None
+    holder.load(ModelEntry("broken", source=str(broken)), "cpu")
+    assert holder.served is None
     assert holder.error
     with pytest.raises(ModelNotLoadedError, match="model not loaded: "):
         holder.get()
@@ -67,13 +68,13 @@ def test_label_embeddings_are_unit_norm_cached_and_in_request_order(loaded):
 def test_loading_runs_no_forward_pass(monkeypatch):
     """The worker's main process may load (it forks afterwards) but must never run the model:
     load() alone never runs the encoder; the dimension comes from the model's configuration."""
-    from inference_tasks.worker.runtimes.native_torch_model import NativeBertEmbedder
+    from inference_tasks.worker.runtimes.torch.native_bert_encoder import NativeBertEncoder
 
     calls = []
-    original = NativeBertEmbedder._hidden
-    monkeypatch.setattr(NativeBertEmbedder, "_hidden", lambda self, *a: calls.append(a) or original(self, *a))
+    original = NativeBertEncoder._hidden
+    monkeypatch.setattr(NativeBertEncoder, "_hidden", lambda self, *a: calls.append(a) or original(self, *a))
     holder = ModelHolder()
-    holder.load(DEFAULT_MODEL, "cpu")
+    holder.load(ModelEntry("minilm"), "cpu")
     assert holder.get().dim == 384
     assert calls == []
     holder.warm_up()

@@ -1,5 +1,6 @@
-"""Which OpenVINO precision a worker serves (worker/runtimes/precision_choice.py), from a record export-model wrote:
-the host's CPU read from /proc/cpuinfo, explicit settings winning, a record from another CPU flagged."""
+"""Which OpenVINO precision a worker serves (worker/runtimes/openvino/precision_choice.py), from a record
+export-model wrote: the host's CPU read from /proc/cpuinfo, explicit settings winning, a record from another
+CPU flagged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from inference_tasks.ops.precision_report import precision_finding
-from inference_tasks.worker.runtimes.precision_choice import choose_precision, has_bf16, host_cpu, write_record
+from inference_tasks.worker.runtimes.openvino.precision_choice import choose_precision, has_bf16, host_cpu, write_record
 
 CPUINFO = """processor\t: 0
 model name\t: Intel(R) Xeon(R) Platinum 8480+
@@ -75,8 +76,16 @@ def test_a_measurement_from_another_cpu_is_served_and_flagged(tmp_path):
 def test_the_gate_tests_runs_of_repeated_tokens_the_int8_export_was_not_calibrated_on():
     """The gate's repetitive texts and the int8 export's repetitive calibration texts share no word, and
     a recipe that changes anything the scales depend on gets another digest (export-model redoes it)."""
-    from inference_tasks.ml.held_out import REPEATED_TOKENS, UNSEEN_REPEATED_TOKENS, held_out_texts
-    from inference_tasks.ml.int8_recipe import REPEATED_TOKEN_CALIBRATION, Int8Recipe, recipe_digest
+    from inference_tasks.worker.runtimes.openvino.held_out import (
+        REPEATED_TOKENS,
+        UNSEEN_REPEATED_TOKENS,
+        held_out_texts,
+    )
+    from inference_tasks.worker.runtimes.openvino.int8_recipe import (
+        REPEATED_TOKEN_CALIBRATION,
+        Int8Recipe,
+        recipe_digest,
+    )
 
     def words(texts) -> set[str]:
         return {word for text in texts for word in text.split()} | {text[:1] for text in texts if " " not in text}
@@ -102,9 +111,14 @@ def test_an_int8_export_of_another_releases_recipe_is_served_and_flagged(tmp_pat
     """An upgrade changed the int8 recipe but export-model was not run again: the worker serves the old
     int8 export (measured or asked for), says so at start and in worker_info, and doctor fails until
     export-model quantizes it again; an export of this release's recipe is not flagged."""
-    from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
-    from inference_tasks.worker.runtimes.openvino_model import IR_FILE, MANIFEST_FILE, export_path, int8_export_path
-    from inference_tasks.worker.runtimes.precision_choice import STALE_EXPORT, served_precision
+    from inference_tasks.worker.runtimes.openvino.export_paths import (
+        IR_FILE,
+        MANIFEST_FILE,
+        export_path,
+        int8_export_path,
+    )
+    from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe, recipe_digest
+    from inference_tasks.worker.runtimes.openvino.precision_choice import STALE_EXPORT, served_precision
 
     source, cache = tmp_path / "model", tmp_path / "cache"
     source.mkdir()

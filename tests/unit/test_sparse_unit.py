@@ -14,9 +14,13 @@ from inference_tasks import client
 from inference_tasks.config import Settings
 from inference_tasks.config.catalogue import SPARSE_KIND, ModelEntry, load_catalogue
 from inference_tasks.routing import EMBED_SPARSE_TASK, EMBED_TASK, RERANK_TASK
+from inference_tasks.validation import InvalidInput
 from inference_tasks.worker.batching.batch_job import encode_together
 from inference_tasks.worker.batching.plan import planned_encode
-from inference_tasks.worker.runtimes.sparse_model import SparseEncoderModel, SparseRow
+from inference_tasks.worker.kinds.model_holder import ModelHolder
+from inference_tasks.worker.kinds.sparse_embedding import SparseEmbeddingKind
+from inference_tasks.worker.runtimes.capabilities import SparseRow
+from inference_tasks.worker.runtimes.torch.sparse_encoder import SpladeEncoder
 from inference_tasks.worker.tasks.sparse import pruned
 from tests.support.sparse_model import SPLADE_TINY, reference_rows
 
@@ -32,8 +36,8 @@ DENSE = ModelEntry("minilm")
 
 
 @pytest.fixture(scope="module")
-def encoder() -> SparseEncoderModel:
-    return SparseEncoderModel("splade-tiny", SPLADE_TINY, "cpu")
+def encoder() -> SpladeEncoder:
+    return SpladeEncoder("splade-tiny", SPLADE_TINY, "cpu")
 
 
 def test_the_runtime_gives_sentence_transformers_weights_in_token_bounded_passes(encoder):
@@ -49,8 +53,9 @@ def test_the_runtime_gives_sentence_transformers_weights_in_token_bounded_passes
         np.testing.assert_allclose(row.values, expected.values, rtol=1e-5, atol=1e-5)
         assert row.values.dtype == np.float32 and (row.values > 0).all()
     assert encoder.vocabulary_tokens([2128, 2001]) == ["re", "was"]  # BERT's vocabulary
-    with pytest.raises(TypeError, match="sparse encoder"):
-        encoder.encode(TEXTS, normalize=True)
+    # No dense vectors: its kind refuses a task that asks for them, naming what it serves.
+    with pytest.raises(InvalidInput, match=r"is a sparse encoder; it serves inference\.embed_sparse only"):
+        SparseEmbeddingKind().dense_encoder(encoder, EMBED_TASK, "splade")
 
 
 def test_pruning_keeps_the_largest_weights_with_indices_ascending():
@@ -90,7 +95,9 @@ def test_a_micro_batch_encodes_every_sparse_task_in_one_call_and_shares_the_rows
         planned_encode(Request("one", EMBED_SPARSE_TASK, [TEXTS[:2]]), SPARSE),
         planned_encode(Request("two", EMBED_SPARSE_TASK, [TEXTS[2:]]), SPARSE),
     ]
-    shares = encode_together(encoder, [plan for plan in plans if plan is not None])
+    holder = ModelHolder()
+    holder.set(encoder, SparseEmbeddingKind())
+    shares = encode_together(holder, [plan for plan in plans if plan is not None])
     expected = reference_rows(TEXTS)
     assert [len(shares["one"].vectors), len(shares["two"].vectors)] == [2, 3]
     for row, reference in zip([*shares["one"].vectors, *shares["two"].vectors], expected, strict=True):

@@ -19,7 +19,7 @@ def test_start_builds_a_fresh_context_that_current_returns() -> None:
 def test_a_process_that_never_started_as_a_worker_has_an_empty_context() -> None:
     """No model: a task run there fails saying the process has not loaded one."""
     ctx = context.start()
-    assert ctx.model.embedder is None
+    assert ctx.model.served is None
     try:
         ctx.model.get()
     except RuntimeError as error:

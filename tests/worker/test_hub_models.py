@@ -16,7 +16,7 @@ from inference_tasks.config import Settings
 from inference_tasks.config.catalogue import CatalogueError
 from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.routing import EMBED_TASK
-from inference_tasks.worker.runtimes.loading import resolve_model_path
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until

@@ -16,7 +16,7 @@ from inference_tasks.cores import available_cores
 from inference_tasks.ml import store
 from inference_tasks.redis_access.connections import redis_for
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK
-from inference_tasks.worker.runtimes.loading import resolve_model_path
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
 from tests.support.localstack import REPO_ROOT, producer_app
 from tests.support.operator_tools import cli
 from tests.support.ruby_runner import ruby

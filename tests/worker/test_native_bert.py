@@ -1,4 +1,4 @@
-"""The native BERT encoder (worker/runtimes/native_bert.py): the default model's vectors equal
+"""The native BERT encoder (worker/runtimes/torch/native_bert.py): the default model's vectors equal
 sentence-transformers' own, every model it cannot reproduce exactly falls back with the reason, and
 INFERENCE_TORCH_ENGINE=sentence-transformers always takes sentence-transformers."""
 
@@ -12,18 +12,20 @@ import pytest
 
 from benchmarks.harness.workload import make_batches
 from inference_tasks.config.defaults import DEFAULT_MODEL
-from inference_tasks.worker.runtimes import native_bert
-from inference_tasks.worker.runtimes.loading import make_embedder, resolve_model_path
-from inference_tasks.worker.runtimes.native_torch_model import NativeBertEmbedder
-from inference_tasks.worker.runtimes.torch_model import SentenceTransformerEmbedder
+from inference_tasks.worker.runtimes.load_options import LoadOptions
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
+from inference_tasks.worker.runtimes.registry import load_dense_encoder
+from inference_tasks.worker.runtimes.torch import native_bert
+from inference_tasks.worker.runtimes.torch.native_bert_encoder import NativeBertEncoder
+from inference_tasks.worker.runtimes.torch.sentence_transformer_encoder import SentenceTransformerEncoder
 
 EDGE_TEXTS = ["", "   ", "Hello WORLD", "word " * 400, "émigré naïve café — 東京 🙂", "a\nb\tc"]
 
 
 @pytest.fixture(scope="module")
 def both():
-    native = make_embedder(DEFAULT_MODEL, "cpu")
-    reference = SentenceTransformerEmbedder(DEFAULT_MODEL, resolve_model_path(DEFAULT_MODEL), "cpu")
+    native = load_dense_encoder(DEFAULT_MODEL, "cpu", LoadOptions())
+    reference = SentenceTransformerEncoder(DEFAULT_MODEL, resolve_model_path(DEFAULT_MODEL), "cpu")
     return native, reference
 
 
@@ -32,7 +34,7 @@ def test_the_default_model_runs_natively_and_gives_sentence_transformers_vectors
     """24 support tickets and edge cases (empty, whitespace, past max_seq_length, accents, emoji), with and
     without normalising, in one pass and in token-bounded passes: equal to sentence-transformers to 1e-6."""
     native, reference = both
-    assert isinstance(native, NativeBertEmbedder) and native.engine == "native-bert"
+    assert isinstance(native, NativeBertEncoder) and native.engine == "native-bert"
     assert (native.dim, native.max_tokens, native.precision) == (384, 256, "f32")
     texts = make_batches(1, 24, seed=11)[0] + EDGE_TEXTS
     for normalize in (True, False):
@@ -90,10 +92,10 @@ def test_a_model_the_native_encoder_cannot_reproduce_runs_on_sentence_transforme
     path = copy_of_default(tmp_path, **change)
     assert reason in native_bert.unsupported(path)
     if "drop" not in change and "modules" not in change:  # loads as sentence-transformers would
-        assert isinstance(make_embedder(str(path), "cpu"), SentenceTransformerEmbedder)
+        assert isinstance(load_dense_encoder(str(path), "cpu", LoadOptions()), SentenceTransformerEncoder)
 
 
 @pytest.mark.worker
 def test_the_sentence_transformers_engine_can_be_asked_for():
-    embedder = make_embedder(DEFAULT_MODEL, "cpu", torch_engine="sentence-transformers")
-    assert isinstance(embedder, SentenceTransformerEmbedder) and embedder.engine == "sentence-transformers"
+    encoder = load_dense_encoder(DEFAULT_MODEL, "cpu", LoadOptions(torch_engine="sentence-transformers"))
+    assert isinstance(encoder, SentenceTransformerEncoder) and encoder.engine == "sentence-transformers"

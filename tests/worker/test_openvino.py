@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from inference_tasks.config import Settings
-from inference_tasks.ml.held_out import UNSEEN_REPEATED_TOKENS
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
-from inference_tasks.worker.runtimes.openvino_model import IR_FILE, MANIFEST_FILE, OpenVinoEmbedder
+from inference_tasks.worker.runtimes.openvino.export_paths import IR_FILE, MANIFEST_FILE
+from inference_tasks.worker.runtimes.openvino.held_out import UNSEEN_REPEATED_TOKENS
+from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 from tests.support.control import worker_report
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
@@ -76,15 +77,15 @@ def int8_dir(model_cache):
 def torch_model():
     from sentence_transformers import SentenceTransformer
 
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
     return SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu", local_files_only=True)
 
 
-def openvino_embedder(export_dir, precision: str, threads: int = 1) -> OpenVinoEmbedder:
-    embedder = OpenVinoEmbedder("all-MiniLM-L6-v2", export_dir, precision)
-    embedder.compile(threads)
-    return embedder
+def compiled_encoder(export_dir, precision: str, threads: int = 1) -> OpenVinoEncoder:
+    encoder = OpenVinoEncoder("all-MiniLM-L6-v2", export_dir, precision)
+    encoder.compile(threads)
+    return encoder
 
 
 def test_the_export_is_offline_and_idempotent(model_cache, export_dir):
@@ -108,13 +109,13 @@ def test_openvino_vectors_match_torch_within_the_accuracy_gate(export_dir, torch
     """On the repo's tickets plus short and odd texts: min cosine >= 0.999 and zero-shot labels agree
     on >= 99 % of tickets, at the runtime's own precision and at forced f32; a head's weights fitted on
     torch vectors pick the same labels from OpenVINO vectors."""
-    embedder = openvino_embedder(export_dir, precision)
+    encoder = compiled_encoder(export_dir, precision)
     texts = [row["text"] for row in TICKETS] + ODD_TEXTS
     reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
-    ours = embedder.encode(texts, normalize=True)
+    ours = encoder.encode(texts, normalize=True)
     cosine = (reference * ours).sum(axis=1)
     labels_reference = torch_model.encode(LABELS, normalize_embeddings=True)
-    labels_ours = embedder.encode(LABELS, normalize=True)
+    labels_ours = encoder.encode(LABELS, normalize=True)
     tickets = len(TICKETS)
     agree = np.mean((reference[:tickets] @ labels_reference.T).argmax(1) == (ours[:tickets] @ labels_ours.T).argmax(1))
     # A linear head fitted on torch's vectors (least squares onto one-hot labels) used on OpenVINO's.
@@ -122,13 +123,13 @@ def test_openvino_vectors_match_torch_within_the_accuracy_gate(export_dir, torch
     weights, *_ = np.linalg.lstsq(reference[:tickets], targets, rcond=None)
     head_agree = np.mean((reference[:tickets] @ weights).argmax(1) == (ours[:tickets] @ weights).argmax(1))
     print(
-        f"\n[openvino {precision} -> {embedder.precision}] min cosine {cosine.min():.6f} "
+        f"\n[openvino {precision} -> {encoder.precision}] min cosine {cosine.min():.6f} "
         f"(odd texts {cosine[tickets:].min():.6f}), zero-shot agreement {agree:.4f}, head agreement {head_agree:.4f}"
     )
     assert cosine.min() >= 0.999
     assert agree >= 0.99 and head_agree >= 0.99
     if precision == "f32":
-        assert embedder.precision == "f32" and cosine.min() >= 0.99999
+        assert encoder.precision == "f32" and cosine.min() >= 0.99999
 
 
 # int8 is a long case: the int8 export's accuracy gate and a worker serving it stay in the default suite.
@@ -137,17 +138,17 @@ def test_a_texts_vector_does_not_depend_on_its_batch_mates(request, precision):
     """Micro-batching puts unrelated texts together (padding them to the longest): each text's vector
     alone and inside a mixed batch must agree (int8 too: its scales are fixed at export, not per batch)."""
     directory = request.getfixturevalue("int8_dir" if precision == "int8" else "export_dir")
-    embedder = openvino_embedder(directory, precision)
+    encoder = compiled_encoder(directory, precision)
     texts = [row["text"] for row in TICKETS[:40]] + ODD_TEXTS
-    together = embedder.encode(texts, normalize=True)
-    alone = np.concatenate([embedder.encode([text], normalize=True) for text in texts])
+    together = encoder.encode(texts, normalize=True)
+    alone = np.concatenate([encoder.encode([text], normalize=True) for text in texts])
     assert (together * alone).sum(axis=1).min() >= 0.9999
 
 
 def test_the_int8_export_is_offline_and_idempotent(model_cache, export_dir, int8_dir):
     """Quantized from the full-precision export with no network, beside it; a second run keeps it; an
     export quantized by another recipe (an older release's manifest) is quantized again."""
-    from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
+    from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe, recipe_digest
 
     manifest = json.loads((int8_dir / MANIFEST_FILE).read_text())
     assert (manifest["precision"], manifest["quantized_from"]) == ("int8", str(export_dir))
@@ -170,10 +171,10 @@ def test_the_int8_export_is_offline_and_idempotent(model_cache, export_dir, int8
 def test_the_int8_export_is_deterministic(model_cache, int8_dir):
     """The same export twice gives the same vectors (fixed corpus, fixed order, static scales)."""
     texts = [row["text"] for row in TICKETS[:50]] + ODD_TEXTS
-    first = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
+    first = compiled_encoder(int8_dir, "int8").encode(texts, normalize=True)
     forced = export(model_cache, "--precision", "int8", "--force")
     assert forced.returncode == 0 and "exported in" in forced.stdout, forced.stderr
-    second = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
+    second = compiled_encoder(int8_dir, "int8").encode(texts, normalize=True)
     np.testing.assert_array_equal(first, second)
 
 
@@ -185,15 +186,15 @@ def test_int8_passes_the_accuracy_gate_against_torch(int8_dir, torch_model):
     each query's 10 nearest neighbours in a 1,000-text corpus overlap by >= 0.9 on average."""
     from tests.support.varied_texts import varied_texts
 
-    embedder = openvino_embedder(int8_dir, "int8")
-    assert embedder.precision == "int8"
+    encoder = compiled_encoder(int8_dir, "int8")
+    assert encoder.precision == "int8"
     texts = [row["text"] for row in TICKETS] + ODD_TEXTS + list(UNSEEN_REPEATED_TOKENS) + varied_texts(200, seed=11)
     reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
-    ours = embedder.encode(texts, normalize=True)
+    ours = encoder.encode(texts, normalize=True)
     cosine = (reference * ours).sum(axis=1)
     tickets = len(TICKETS)
     labels_reference = torch_model.encode(LABELS, normalize_embeddings=True)
-    labels_ours = embedder.encode(LABELS, normalize=True)
+    labels_ours = encoder.encode(LABELS, normalize=True)
     agree = np.mean((reference[:tickets] @ labels_reference.T).argmax(1) == (ours[:tickets] @ labels_ours.T).argmax(1))
     # A head fitted on torch's vectors of half the tickets (least squares onto one-hot labels), scored
     # on the other half from torch's and from int8's vectors.
@@ -205,7 +206,7 @@ def test_int8_passes_the_accuracy_gate_against_torch(int8_dir, torch_model):
     accuracy_ours = np.mean((ours[held_out] @ weights).argmax(1) == truth[held_out])
     more = varied_texts(1000 - len(texts), seed=12)
     corpus_reference = np.concatenate([reference, torch_model.encode(more, normalize_embeddings=True, batch_size=32)])
-    corpus_ours = np.concatenate([ours, embedder.encode(more, normalize=True)])
+    corpus_ours = np.concatenate([ours, encoder.encode(more, normalize=True)])
     overlap = np.mean([
         len(set(np.argsort(-(corpus_reference @ corpus_reference[q]))[1:11])
             & set(np.argsort(-(corpus_ours @ corpus_ours[q]))[1:11])) / 10
@@ -229,8 +230,9 @@ def test_the_default_export_measures_each_precision_here_and_records_the_fastest
     runs timed with one thread and gated against torch on held-out texts, the fastest that passes
     recorded with the CPU; a worker's `auto` serves it, and on another CPU it says to measure again."""
     from inference_tasks.ops.precision_report import precision_finding
-    from inference_tasks.worker.runtimes.loading import make_embedder
-    from inference_tasks.worker.runtimes.precision_choice import CHOICE_FILE, has_bf16, host_cpu, read_record
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.openvino.precision_choice import CHOICE_FILE, has_bf16, host_cpu, read_record
+    from inference_tasks.worker.runtimes.registry import load_dense_encoder
 
     done = export(model_cache)
     try:
@@ -245,18 +247,22 @@ def test_the_default_export_measures_each_precision_here_and_records_the_fastest
         assert all(row["batch_texts_per_s"] > 0 and row["single_p50_ms"] > 0 for row in passed.values())
         assert record["winner"] == max(passed, key=lambda name: passed[name]["batch_texts_per_s"])
         assert f"precision: {record['winner']} is served by INFERENCE_OPENVINO_PRECISION=auto" in done.stdout
-        served = make_embedder("all-MiniLM-L6-v2", "cpu", "openvino", model_cache, "auto")
+        served = load_dense_encoder("all-MiniLM-L6-v2", "cpu", LoadOptions("openvino", model_cache, "auto"))
         assert served.precision_setting == record["winner"]
         assert served.precision_choice["how"] == "measured" and cpu["model"] in served.precision_choice["why"]
         record["cpu"] = {"model": "Another CPU", "flags": ["avx512f"]}
         (export_dir / CHOICE_FILE).write_text(json.dumps(record))
-        elsewhere = make_embedder("all-MiniLM-L6-v2", "cpu", "openvino", model_cache, "auto").precision_choice
+        elsewhere = load_dense_encoder(
+            "all-MiniLM-L6-v2", "cpu", LoadOptions("openvino", model_cache, "auto")
+        ).precision_choice
         assert (
             elsewhere["how"] == "measured-elsewhere" and "export-model --backend openvino --force" in elsewhere["why"]
         )
         ok, detail, fix = precision_finding({"w1@host": {"precision_choice": elsewhere}})
         assert not ok and "w1@host serve" in detail and "--force" in fix
-        explicit = make_embedder("all-MiniLM-L6-v2", "cpu", "openvino", model_cache, "f32").precision_choice
+        explicit = load_dense_encoder(
+            "all-MiniLM-L6-v2", "cpu", LoadOptions("openvino", model_cache, "f32")
+        ).precision_choice
         assert explicit == {"precision": "f32", "how": "explicit", "why": "INFERENCE_OPENVINO_PRECISION=f32"}
     finally:
         (export_dir / CHOICE_FILE).unlink(missing_ok=True)  # the other tests serve `auto` unmeasured
@@ -284,7 +290,7 @@ def test_a_worker_serves_from_openvino_with_one_thread_per_child(start_worker, m
     )
     texts = ["Red running shoes", "My parcel never arrived", "ok"]
     served = np.array(worker.app.send_task(EMBED_TASK, args=[texts]).get(timeout=RESULT_TIMEOUT_S)["embeddings"])
-    fresh = openvino_embedder(export_dir, "auto").encode(texts, normalize=True)
+    fresh = compiled_encoder(export_dir, "auto").encode(texts, normalize=True)
     assert np.abs(served - fresh).max() <= 1e-6
     info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert (info["backend"], info["runtime_threads"], info["model_load_mode"]) == ("openvino", 1, "preloaded")
@@ -343,7 +349,7 @@ def test_a_worker_serves_the_measured_int8_and_says_why(start_worker, model_cach
     test does not depend on which precision wins on the host): the same lifecycle (read in the main
     process, compiled per child after the fork, one thread, preloaded); vectors equal a fresh process's
     int8 vectors; worker_info, the control command, doctor and the exporter say int8, measured."""
-    from inference_tasks.worker.runtimes.precision_choice import CHOICE_FILE, host_cpu, write_record
+    from inference_tasks.worker.runtimes.openvino.precision_choice import CHOICE_FILE, host_cpu, write_record
 
     row = {"passed": True, "min_cosine": 0.996, "batch_texts_per_s": 200.0, "single_p50_ms": 5.0}
     candidates = {"f32": {**row, "batch_texts_per_s": 100.0}, "int8": row}
@@ -354,7 +360,7 @@ def test_a_worker_serves_the_measured_int8_and_says_why(start_worker, model_cach
         (export_dir / CHOICE_FILE).unlink()  # read at the worker's start; the other tests serve `auto` unmeasured
     texts = ["Red running shoes", "My parcel never arrived", "ok"]
     served = np.array(worker.app.send_task(EMBED_TASK, args=[texts]).get(timeout=RESULT_TIMEOUT_S)["embeddings"])
-    fresh = openvino_embedder(int8_dir, "int8").encode(texts, normalize=True)
+    fresh = compiled_encoder(int8_dir, "int8").encode(texts, normalize=True)
     assert np.abs(served - fresh).max() <= 1e-6
     info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=RESULT_TIMEOUT_S)
     assert (info["backend"], info["precision"], info["runtime_threads"]) == ("openvino", "int8", 1)

@@ -29,7 +29,7 @@ from inference_tasks.routing import (
     TRAIN_CLASSIFIER_TASK,
     WORKER_INFO_TASK,
 )
-from inference_tasks.worker.runtimes.loading import resolve_model_path
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
 from tests.support.localstack import REPO_ROOT, producer_app
 from tests.support.ruby_runner import ruby
 from tests.support.wire import encode, task_message

@@ -11,7 +11,7 @@ from celery.result import AsyncResult
 
 from inference_tasks.config.defaults import DEFAULT_MAX_BATCH_TEXTS, DEFAULT_MAX_TEXT_CHARS, DEFAULT_MODEL
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, WORKER_INFO_TASK
-from inference_tasks.worker.runtimes.loading import resolve_model_path
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
 pytestmark = pytest.mark.worker
 RESULT_TIMEOUT_S = 60

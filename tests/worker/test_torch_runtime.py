@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from inference_tasks.config.defaults import DEFAULT_MODEL
-from inference_tasks.worker.runtimes.loading import resolve_model_path
-from inference_tasks.worker.runtimes.torch_model import SentenceTransformerEmbedder
+from inference_tasks.worker.runtimes.model_files import resolve_model_path
+from inference_tasks.worker.runtimes.torch.sentence_transformer_encoder import SentenceTransformerEncoder
 
 
 @pytest.mark.worker
@@ -27,8 +27,8 @@ def test_a_float16_checkpoint_is_served_in_float32_on_the_cpu(tmp_path):
     weights = load_file(source / "model.safetensors")
     save_file({name: tensor.to(torch.float16) for name, tensor in weights.items()}, copy / "model.safetensors")
 
-    served = SentenceTransformerEmbedder("f16-copy", copy, "cpu")
-    original = SentenceTransformerEmbedder(DEFAULT_MODEL, source, "cpu")
+    served = SentenceTransformerEncoder("f16-copy", copy, "cpu")
+    original = SentenceTransformerEncoder(DEFAULT_MODEL, source, "cpu")
 
     assert {parameter.dtype for parameter in served._model.parameters()} == {torch.float32}
     assert served.precision == "f32"

@@ -50,7 +50,7 @@ def test_pinned_children_run_one_native_thread_each_and_stay_flat(inference_work
         assert info["torch_threads"] == 1
         assert info["torch_interop_threads"] == 1
         # The default model on the native BERT encoder: torch without sentence-transformers, transformers
-        # or scikit-learn (~4 s of a cold start; worker/runtimes/native_bert.py).
+        # or scikit-learn (~4 s of a cold start; worker/runtimes/torch/native_bert.py).
         assert info["engine"] == "native-bert" and info["loaded_runtimes"] == ["torch"]
         assert info["native_pools"], "threadpoolctl saw no native pool"
         assert {pool["num_threads"] for pool in info["native_pools"]} == {1}

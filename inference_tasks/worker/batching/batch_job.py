@@ -20,56 +20,45 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
-from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, SPARSE_KIND
-from inference_tasks.worker.batching.plan import NOT_RUN, PlannedEncode
+from inference_tasks.worker.batching.plan import NOT_RUN
+from inference_tasks.worker.kinds.shared_pass import PlannedEncode, PreEncoded
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.lifecycle.jobs import job_ends, job_starts
 from inference_tasks.worker.lifecycle.recycling import tasks_left
 from inference_tasks.worker.lifecycle.task_traces import start_pass_span
-from inference_tasks.worker.runtimes.interface import Embedder
-from inference_tasks.worker.runtimes.models import PreEncoded
+
+if TYPE_CHECKING:
+    from inference_tasks.worker.kinds.model_holder import ModelHolder
+    from inference_tasks.worker.kinds.model_kind import ModelKind
+    from inference_tasks.worker.runtimes.capabilities import ServedModel
 
 logger = logging.getLogger(__name__)
 
 
-def encode_together(embedder: Embedder | None, plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
-    """Every planned task's vectors (a cross-encoder's: scores; a sparse encoder's: rows), by task id, from
-    one pass per normalize flag (one for every pair, one for every sparse text); {} for a group whose pass
-    failed: its tasks then encode on their own."""
-    if embedder is None or not plans:
+def encode_together(holder: ModelHolder, plans: Sequence[PlannedEncode]) -> dict[str, PreEncoded]:
+    """Every planned task's share of its group's one pass (vectors, a pair scorer's scores or sparse rows),
+    by task id, grouped as the model's kind says (worker/kinds/); {} for a group whose pass failed:
+    its tasks then encode on their own."""
+    if holder.served is None or holder.kind is None or not plans:
         return {}
-    if embedder.kind == CROSS_ENCODER_KIND:
-        groups = [[plan for plan in plans if plan.query is not None]]
-    elif embedder.kind == SPARSE_KIND:
-        groups = [[plan for plan in plans if plan.query is None]]
-    else:
-        groups = [
-            [plan for plan in plans if plan.query is None and plan.normalize is normalize]
-            for normalize in (True, False)
-        ]
     vectors: dict[str, PreEncoded] = {}
-    for group in groups:
+    for group in holder.kind.pass_groups(plans):
         if group:
-            vectors.update(_encode_group(embedder, group))
+            vectors.update(_encode_group(holder.kind, holder.served, group))
     return vectors
 
 
-def _encode_group(embedder: Embedder, group: list[PlannedEncode]) -> dict[str, PreEncoded]:
+def _encode_group(kind: ModelKind, model: ServedModel, group: list[PlannedEncode]) -> dict[str, PreEncoded]:
     started_at, started = time.time(), time.perf_counter()
     texts = sum(len(plan.texts) for plan in group)
     pass_span = start_pass_span(texts, len(group))  # None unless this process traces
     try:
-        if embedder.kind == SPARSE_KIND:
-            encoded: Any = cast(Any, embedder).encode_sparse([text for plan in group for text in plan.texts])
-        elif group[0].query is not None:
-            encoded = embedder.score_pairs([(plan.query or "", text) for plan in group for text in plan.texts])
-        else:
-            encoded = embedder.encode([text for plan in group for text in plan.texts], normalize=group[0].normalize)
+        encoded = kind.run_pass(model, group)
     except Exception as error:
         logger.warning("the shared encode of a micro-batch failed; its tasks encode one by one", exc_info=True)
         if pass_span is not None:
@@ -141,7 +130,7 @@ def _run(trace: Callable[..., Any], entries: list[tuple[Any, ...]], plans: list[
     backend = None
     try:
         backend = record_started_together(entries)
-        holder.pre_encoded = encode_together(holder.embedder, plans)
+        holder.pre_encoded = encode_together(holder, plans)
         for entry in entries:
             try:
                 outcomes.append(trace(*entry))

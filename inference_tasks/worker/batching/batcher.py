@@ -36,7 +36,8 @@ from celery.app.trace import fast_trace_task, trace_task_ret
 
 from inference_tasks.worker.batching.batch_job import run_batch
 from inference_tasks.worker.batching.completion import BatchCompletion
-from inference_tasks.worker.batching.plan import PlannedEncode, planned_encode
+from inference_tasks.worker.batching.plan import planned_encode
+from inference_tasks.worker.kinds.shared_pass import PlannedEncode
 from inference_tasks.worker.lifecycle.context import current
 
 logger = logging.getLogger(__name__)

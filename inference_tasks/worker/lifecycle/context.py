@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inference_tasks.worker.host.thread_budget import SharedThreadBudget
+from inference_tasks.worker.kinds.model_holder import ModelHolder
 from inference_tasks.worker.lifecycle.child import ChildRecord
 from inference_tasks.worker.lifecycle.slots import Slots
 from inference_tasks.worker.lifecycle.task_traces import TaskTraces
-from inference_tasks.worker.runtimes.models import ModelHolder
 
 
 @dataclass

@@ -63,14 +63,14 @@ def _children(task_pool: Any, slots: Any) -> list[dict[str, Any]]:
 
 def _itself(own_facts: dict[str, Any], holder: Any) -> dict[str, Any]:
     """The main process as the one that runs tasks (the solo pool, which the trainer may run)."""
-    device = holder.embedder.device if holder.embedder is not None else devices.CPU
+    device = holder.served.device if holder.served is not None else devices.CPU
     return {
         **own_facts,
         "slot": None,
-        "compute_threads": threads.compute_threads(getattr(holder.embedder, "threads", None)),
+        "compute_threads": threads.compute_threads(getattr(holder.served, "threads", None)),
         "device": device,
         "gpu_memory_mib": gpu.gpu_memory_mib(device),
-        "precision": getattr(holder.embedder, "precision", None),
+        "precision": getattr(holder.served, "precision", None),
     }
 
 
@@ -101,10 +101,10 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "device_setting": settings.device,
         "backend": settings.model_backend,
         # Who runs the preloaded model's network on torch (native-bert or sentence-transformers); None off torch.
-        "engine": getattr(holder.embedder, "engine", None),
+        "engine": getattr(holder.served, "engine", None),
         "openvino_precision": settings.openvino_precision,
-        # What the preloaded model serves and why (worker/runtimes/precision_choice.py); None off OpenVINO.
-        "precision_choice": getattr(holder.embedder, "precision_choice", None),
+        # What the preloaded model serves and why (worker/runtimes/openvino/precision_choice.py); None off OpenVINO.
+        "precision_choice": getattr(holder.served, "precision_choice", None),
         "mps_active": gpu.mps_active(),
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,

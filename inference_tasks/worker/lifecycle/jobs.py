@@ -15,10 +15,10 @@ from inference_tasks.worker.lifecycle.context import WorkerContext
 
 def record_device(ctx: WorkerContext) -> None:
     """Tell the main process (slots.py shared memory) this child's device, CUDA memory and precision."""
-    embedder = ctx.model.embedder
-    device = embedder.device if embedder is not None else devices.CPU
+    model = ctx.model.served
+    device = model.device if model is not None else devices.CPU
     ctx.slots.record_device(ctx.process.pool_slot, device, gpu.gpu_memory_mib(device))
-    ctx.slots.record_precision(ctx.process.pool_slot, embedder.precision if embedder is not None else None)
+    ctx.slots.record_precision(ctx.process.pool_slot, model.precision if model is not None else None)
 
 
 def job_starts(ctx: WorkerContext) -> None:
@@ -45,7 +45,7 @@ def job_ends(ctx: WorkerContext) -> None:
     record = ctx.process
     record.jobs_done += 1
     ctx.slots.flag_last_task(record.pool_slot, recycling.tasks_left(record) == 0)  # None (no limit): never last
-    if ctx.model.embedder is not None and ctx.model.embedder.device.startswith(devices.CUDA):
+    if ctx.model.served is not None and ctx.model.served.device.startswith(devices.CUDA):
         record_device(ctx)
     if ctx.budget is not None and record.pool_slot is not None:
         ctx.budget.give_back(record.pool_slot)

@@ -52,7 +52,7 @@ def worker_state(node: str, task_pool: Any) -> dict[str, Any]:
         if not ready:
             reason = f"the model failed to load: {model_error}" if model_error else "no child has warmed up yet"
     else:  # solo or threads pool: the model is this process'
-        ready = ctx.model.embedder is not None and model_error is None
+        ready = ctx.model.served is not None and model_error is None
         reason = "" if ready else f"the model is not loaded ({model_error or 'loading'})"
     return {
         "node": node, "pid": os.getpid(), "beat": time.time(), "ready": ready, "reason": reason,

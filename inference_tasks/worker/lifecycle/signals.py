@@ -33,6 +33,7 @@ from inference_tasks.redis_access import queue_state
 from inference_tasks.redis_access.connections import broker_redis, uncached_broker_redis
 from inference_tasks.tracing.config import tracing_configured
 from inference_tasks.worker.host import thread_budget, threads
+from inference_tasks.worker.kinds.model_holder import LOAD_IN_CHILD, LOAD_PRELOADED, place_model
 from inference_tasks.worker.lifecycle import (
     control,  # noqa: F401 - registers the `inference_processes` remote control command
     recycling,
@@ -47,8 +48,8 @@ from inference_tasks.worker.lifecycle.start_checks import (
     refuse_to_start_without_a_model,
     refuse_to_start_without_the_export,
 )
-from inference_tasks.worker.runtimes.loading import import_runtime
-from inference_tasks.worker.runtimes.models import LOAD_IN_CHILD, LOAD_PRELOADED, place_model
+from inference_tasks.worker.runtimes.load_options import LoadOptions
+from inference_tasks.worker.runtimes.registry import import_runtime
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
@@ -126,11 +127,7 @@ def preload_model(ctx: WorkerContext, settings: Settings) -> None:
     threads.limit_loaded_pools(1)
     # Always on the CPU here: a CUDA context in this process would break every child forked
     # from it; each child moves its copy to its own device (place_model).
-    ctx.model.load(
-        settings.served_model.source, devices.CPU, LOAD_PRELOADED, settings.model_backend,
-        settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
-        settings.served_model.kind, settings.torch_engine,
-    )  # fmt: skip
+    ctx.model.load(settings.served_model, devices.CPU, LOAD_PRELOADED, LoadOptions.of(settings))
     gc.freeze()
 
 
@@ -179,11 +176,11 @@ def pin_threads_and_load_model(**_: Any) -> None:
     place_model(holder, settings, record.pool_slot, record.threads)
     holder.warm_up()
     # After the warm-up, when every native pool this child will use has started.
-    compute_threads = threads.compute_threads(getattr(holder.embedder, "threads", None))
+    compute_threads = threads.compute_threads(getattr(holder.served, "threads", None))
     ctx.slots.record_compute_threads(record.pool_slot, compute_threads)
     record_device(ctx)
     record.ready_seconds = threads.process_age_seconds()
-    if holder.embedder is not None:
+    if holder.served is not None:
         logger.info(
             "child ready %.2f s after fork (model %s, load %.2f s, warm-up %.3f s)",
             record.ready_seconds,

@@ -50,7 +50,7 @@ def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> 
         logger.critical(message)
         raise RefusedToStart(message)
     if parse_reference(entry.source) is not None:
-        from inference_tasks.worker.runtimes.loading import resolve_model_path
+        from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
         try:
             resolve_model_path(entry.source)
@@ -69,14 +69,14 @@ def refuse_to_start_without_the_export(settings: Settings) -> None:
     forks the children (libgomp), and would repeat a deploy step on every start; a worker that
     started anyway would fail every task. SystemExit passes through Celery's signal dispatch.
     """
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
-    from inference_tasks.worker.runtimes.openvino_model import (
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
+    from inference_tasks.worker.runtimes.openvino.export_paths import (
         is_exported,
         missing_export_message,
         runtime_missing,
         served_export_path,
     )
-    from inference_tasks.worker.runtimes.precision_choice import STALE_EXPORT, served_precision
+    from inference_tasks.worker.runtimes.openvino.precision_choice import STALE_EXPORT, served_precision
 
     source = settings.served_model.source
     files = resolve_model_path(source)

@@ -5,7 +5,7 @@ A forward pass pads every text to the longest one in it: 26 one-liners sharing a
 character length and cuts them into passes of a fixed number of texts; here they are sorted by the
 model's own token counts and a pass also closes when its padded size (texts x longest) would pass
 INFERENCE_MICROBATCH_MAX_TOKENS. Used for a micro-batch's shared encode and for a task's own encode
-alike (both call the embedder's encode). Measurements: docs/benchmarks.md, "Token-bounded passes".
+alike (both call the model's encode). Measurements: docs/benchmarks.md, "Token-bounded passes".
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from inference_tasks.worker.runtimes.interface import Embedder
+    from inference_tasks.worker.runtimes.capabilities import TextModel
 
 
 def forward_passes(counts: Sequence[int], max_texts: int, max_tokens: int | None) -> list[list[int]]:
@@ -38,21 +38,21 @@ def forward_passes(counts: Sequence[int], max_texts: int, max_tokens: int | None
     return passes
 
 
-def model_passes(embedder: Embedder, texts: Sequence[str]) -> list[list[int]]:
-    """The token-bounded passes of `texts` for `embedder`: its batch size, its pass bound, each text's
+def model_passes(model: TextModel, texts: Sequence[str]) -> list[list[int]]:
+    """The token-bounded passes of `texts` for `model`: its batch size, its pass bound, each text's
     word pieces as it reads them (cut at its limit)."""
-    limit = embedder.max_tokens
-    counts = [min(count, limit) if limit else count for count in embedder.token_counts(texts)]
-    return forward_passes(counts, embedder.batch_size, embedder.max_pass_tokens)
+    limit = model.max_tokens
+    counts = [min(count, limit) if limit else count for count in model.token_counts(texts)]
+    return forward_passes(counts, model.batch_size, model.max_pass_tokens)
 
 
 def encode_in_passes(
-    embedder: Embedder, texts: list[str], encode: Callable[[list[str]], np.ndarray]
+    model: TextModel, texts: list[str], encode: Callable[[list[str]], np.ndarray]
 ) -> np.ndarray:  # fmt: skip
     """`encode` over the token-bounded passes of `texts` (longest first), the vectors put back in input order."""
     import numpy as np
 
-    groups = model_passes(embedder, texts)
+    groups = model_passes(model, texts)
     if len(groups) == 1:
         return encode(texts)
     vectors: np.ndarray | None = None

@@ -22,7 +22,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from inference_tasks.ml.corpus import corpus_digest, corpus_texts
 from inference_tasks.worker.tasks.vectors import shaped
@@ -31,16 +31,16 @@ if TYPE_CHECKING:
     import numpy as np
 
     from inference_tasks.config import Settings
-    from inference_tasks.worker.runtimes.interface import Embedder
-    from inference_tasks.worker.runtimes.models import ModelHolder
+    from inference_tasks.worker.kinds.model_holder import ModelHolder
+    from inference_tasks.worker.runtimes.capabilities import DenseEncoder
 
 logger = logging.getLogger(__name__)
 
 
-def stored_path(embedder: Embedder, source: str, cache: Path) -> Path:
+def stored_path(encoder: DenseEncoder, source: str, cache: Path) -> Path:
     """Where the calibration vectors of this model, on this runtime, for this corpus, are kept."""
     digest = hashlib.sha256()
-    digest.update(f"{embedder.name}|{embedder.backend}|{embedder.precision}|{corpus_digest()}".encode())
+    digest.update(f"{encoder.name}|{encoder.backend}|{encoder.precision}|{corpus_digest()}".encode())
     model_dir = Path(source).expanduser()
     if model_dir.is_dir():
         for name in ("config.json", "modules.json"):
@@ -48,28 +48,28 @@ def stored_path(embedder: Embedder, source: str, cache: Path) -> Path:
                 digest.update((model_dir / name).read_bytes())
         for path in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("pytorch_model*.bin")):
             digest.update(f"{path.name}:{path.stat().st_size}".encode())
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(embedder.name).name).strip("-") or "model"
-    return cache / "calibration" / f"{name}-{embedder.backend}-{digest.hexdigest()[:12]}.npy"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(encoder.name).name).strip("-") or "model"
+    return cache / "calibration" / f"{name}-{encoder.backend}-{digest.hexdigest()[:12]}.npy"
 
 
-def calibration_vectors(embedder: Embedder, source: str, cache: Path) -> np.ndarray:
+def calibration_vectors(encoder: DenseEncoder, source: str, cache: Path) -> np.ndarray:
     """The model's raw vectors of the corpus: read from the cache, else computed here and stored."""
     import numpy as np
 
-    path = stored_path(embedder, source, cache)
+    path = stored_path(encoder, source, cache)
     try:
         return np.load(path)
     except FileNotFoundError:
         pass
     except Exception:
         logger.warning("calibration vectors at %s are unreadable; computing them again", path, exc_info=True)
-    vectors = embedder.encode(corpus_texts(), normalize=False).astype(np.float32)
+    vectors = encoder.encode(corpus_texts(), normalize=False).astype(np.float32)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy.tmp", delete=False) as file:
             np.save(file, vectors)
         os.replace(file.name, path)  # whole file or none: a concurrent child reads either
-        logger.info("calibration vectors of %s stored at %s", embedder.name, path)
+        logger.info("calibration vectors of %s stored at %s", encoder.name, path)
     except OSError:
         logger.warning("could not store calibration vectors at %s; this process keeps its own", path, exc_info=True)
     return vectors
@@ -84,7 +84,7 @@ def ranges(holder: ModelHolder, settings: Settings, normalize: bool, dimensions:
     if key not in holder.calibration:
         if "raw" not in holder.calibration:
             holder.calibration["raw"] = calibration_vectors(
-                holder.get(), settings.served_model.source, settings.model_cache_dir
+                cast("DenseEncoder", holder.get()), settings.served_model.source, settings.model_cache_dir
             )
         raw = holder.calibration["raw"]
         if normalize:

@@ -19,7 +19,6 @@ from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.tasks.steps import (
     EXPECTED_ERRORS,
-    embedding_model,
     note_tokens,
     read_tokens,
     vectors_as_asked,
@@ -43,12 +42,12 @@ def embed(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     settings = self.app.settings
     request = EMBED.parse(args, kwargs, settings)
     holder = current().model
-    embedder = embedding_model(EMBED_TASK, holder, request["model"])
-    options = encode_options(EMBED_TASK, settings.served_model, request, embedder.dim)
+    encoder = holder.dense(EMBED_TASK, request["model"])
+    options = encode_options(EMBED_TASK, settings.served_model, request, encoder.dim)
     read = options.prompted(request["texts"])
-    count = read_tokens(EMBED_TASK, embedder, read, options.truncate)
+    count = read_tokens(EMBED_TASK, encoder, read, options.truncate)
     vectors = holder.encode_for(self.request.id, read, options.normalize)
-    result = {"model": embedder.name, "alias": request["model"], **vectors_as_asked(holder, settings, vectors, options)}
+    result = {"model": encoder.name, "alias": request["model"], **vectors_as_asked(holder, settings, vectors, options)}
     result["usage"] = clock.usage(count, holder.shared)
     note_tokens(count)
     return result
@@ -75,11 +74,11 @@ def classify(self: Task, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     if classifier is None and request["classifier_version"] is not None:
         raise InvalidInput(f"{CLASSIFY_TASK}: classifier_version needs classifier")
     holder = current().model
-    embedder = embedding_model(CLASSIFY_TASK, holder, alias)
+    encoder = holder.dense(CLASSIFY_TASK, alias)
     prefix = query_prompt(settings.served_model)
     read = [prefix + text for text in texts] if prefix else texts
-    counts = embedder.token_counts(read)
-    count = count_tokens(CLASSIFY_TASK, counts, embedder.max_tokens, request["truncate"])
+    counts = encoder.token_counts(read)
+    count = count_tokens(CLASSIFY_TASK, counts, encoder.max_tokens, request["truncate"])
     if classifier is None:
         similarities = (
             holder.encode_for(self.request.id, read, True)
@@ -88,21 +87,21 @@ def classify(self: Task, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         rows = [predictions(labels, row.tolist()) for row in similarities]
     else:
         head = current_head(settings, holder.heads, classifier, request["classifier_version"])
-        if head.model != embedder.name:
+        if head.model != encoder.name:
             raise InvalidInput(
                 f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
-                f"{head.model!r}, but this worker serves {embedder.name!r} (alias {alias!r}); send the task to the "
+                f"{head.model!r}, but this worker serves {encoder.name!r} (alias {alias!r}); send the task to the "
                 "queue of the model it was trained on, or train it again on this model"
             )
-        if problem := head.runtime_problem(embedder.backend):
+        if problem := head.runtime_problem(encoder.backend):
             raise InvalidInput(f"{CLASSIFY_TASK}: {problem}")
         rows = [predictions(head.labels, row.tolist()) for row in head.probabilities(
             holder.encode_for(self.request.id, read, True)
         )]  # fmt: skip
     usage = clock.usage(count, holder.shared)
     note_tokens(count)
-    served = {"model": embedder.name, "alias": alias}
-    return [row | served | {"usage": row_usage(usage, index, counts, embedder.max_tokens)} for index, row in
+    served = {"model": encoder.name, "alias": alias}
+    return [row | served | {"usage": row_usage(usage, index, counts, encoder.max_tokens)} for index, row in
             enumerate(rows)]  # fmt: skip
 
 

@@ -25,7 +25,7 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     WORKER_INFO.parse(args, kwargs, self.app.settings)
     ctx = current()
     record, holder = ctx.process, ctx.model
-    model = holder.embedder
+    model = holder.served
     parent_pid = os.getppid()
     return {
         "hostname": self.request.hostname,
@@ -43,7 +43,8 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "encode_batch_size": getattr(model, "batch_size", None),
         "gpu_memory": gpu.gpu_memory(model.device) if model else None,
         "mps_active": gpu.mps_active(),
-        "dim": model.dim if model else None,
+        # A vector width where the model makes vectors (a sparse encoder: its vocabulary; a pair scorer: 0).
+        "dim": getattr(model, "dim", 0) if model else None,
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,
         "warmup_seconds": holder.warmup_seconds,

@@ -6,11 +6,10 @@ arguments failing with the argument named) and run on the model's inference queu
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from celery import Task, shared_task
 
-from inference_tasks.config.catalogue import CROSS_ENCODER_KIND
 from inference_tasks.contract.options import document_prompt, encode_options, query_prompt
 from inference_tasks.contract.specs import EMBED_CHUNKS, RERANK
 from inference_tasks.routing import EMBED_CHUNKS_TASK, RERANK_TASK
@@ -18,11 +17,10 @@ from inference_tasks.validation import InvalidInput, check_count
 from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.celery_ext.request import GuardedTask
 from inference_tasks.worker.lifecycle.context import current
-from inference_tasks.worker.runtimes.cross_encoder_model import CrossEncoderScorer
+from inference_tasks.worker.runtimes.capabilities import DenseEncoder, SpanTokenizer
 from inference_tasks.worker.tasks import chunking
 from inference_tasks.worker.tasks.steps import (
     EXPECTED_ERRORS,
-    embedding_model,
     note_tokens,
     read_tokens,
     vectors_as_asked,
@@ -48,22 +46,22 @@ def rerank(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     request = RERANK.parse(args, kwargs, settings)
     query, documents, alias, truncate = request["query"], request["documents"], request["model"], request["truncate"]
     holder = current().model
-    scorer = holder.get()
-    if scorer.kind == CROSS_ENCODER_KIND:
-        counts = cast(CrossEncoderScorer, scorer).pair_token_counts(query, documents)
+    scorer = holder.pair_scorer()
+    if scorer is not None:
+        counts = scorer.pair_token_counts(query, documents)
         count = count_tokens(RERANK_TASK, counts, scorer.max_tokens, truncate, "documents")
-        scores = holder.score_for(self.request.id, query, documents).tolist()
-        method = CROSS_ENCODER
+        scores = holder.score_for(scorer, self.request.id, query, documents).tolist()
+        method, name = CROSS_ENCODER, scorer.name
     else:
-        scorer = embedding_model(RERANK_TASK, holder, alias)
+        encoder = holder.dense(RERANK_TASK, alias)
         entry = settings.served_model
         read_query = query_prompt(entry) + query
         read_documents = [document_prompt(entry) + document for document in documents]
-        count = read_tokens(RERANK_TASK, scorer, [read_query], truncate, "query")
-        count.add(read_tokens(RERANK_TASK, scorer, read_documents, truncate, "documents"))
+        count = read_tokens(RERANK_TASK, encoder, [read_query], truncate, "query")
+        count.add(read_tokens(RERANK_TASK, encoder, read_documents, truncate, "documents"))
         vectors = holder.encode_for(self.request.id, [read_query, *read_documents], True)
         scores = (vectors[1:] @ vectors[0]).tolist()
-        method = BI_ENCODER
+        method, name = BI_ENCODER, encoder.name
     order = sorted(range(len(documents)), key=lambda index: (-scores[index], index))[: request["top_n"]]
     # "relevance_score": Cohere's and Jina's name for the same number, so clients written for them read it.
     results = [
@@ -73,7 +71,7 @@ def rerank(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     ]
     usage = clock.usage(count, holder.shared)
     note_tokens(count)
-    return {"model": scorer.name, "alias": alias, "method": method, "results": results, "usage": usage}
+    return {"model": name, "alias": alias, "method": method, "results": results, "usage": usage}
 
 
 @shared_task(name=EMBED_CHUNKS_TASK, bind=True, base=GuardedTask, throws=EXPECTED_ERRORS)
@@ -89,26 +87,24 @@ def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     request = EMBED_CHUNKS.parse(args, kwargs, settings)
     texts, alias = request["texts"], request["model"]
     holder = current().model
-    embedder = embedding_model(EMBED_CHUNKS_TASK, holder, alias)
-    options = encode_options(EMBED_CHUNKS_TASK, settings.served_model, request, embedder.dim)
-    room, overlap = _window(embedder, alias, options.prompt, request["chunk_tokens"], request["overlap_tokens"])
-    text_spans = []
-    for text in texts:
-        try:
-            pieces = embedder.token_spans(text)
-        except NotImplementedError as reason:
-            raise InvalidInput(f"{EMBED_CHUNKS_TASK}: model {alias!r} cannot be chunked: {reason}") from None
-        text_spans.append(chunking.spans(pieces, room, overlap))
+    encoder = holder.dense(EMBED_CHUNKS_TASK, alias)
+    options = encode_options(EMBED_CHUNKS_TASK, settings.served_model, request, encoder.dim)
+    room, overlap = _window(encoder, alias, options.prompt, request["chunk_tokens"], request["overlap_tokens"])
+    if not isinstance(encoder, SpanTokenizer):
+        raise InvalidInput(
+            f"{EMBED_CHUNKS_TASK}: model {alias!r} cannot be chunked: its tokenizer reports no character offsets"
+        )
+    text_spans = [chunking.spans(encoder.token_spans(text), room, overlap) for text in texts]
     owners = [index for index, found in enumerate(text_spans) for _ in found]
     read = options.prompted([text[start:end] for text, found in zip(texts, text_spans, strict=True)
                              for start, end in found])  # fmt: skip
-    count = read_tokens(EMBED_CHUNKS_TASK, embedder, read, True) if read else TokenCount()
+    count = read_tokens(EMBED_CHUNKS_TASK, encoder, read, True) if read else TokenCount()
     count.truncated = sorted({owners[index] for index in count.truncated})
     vectors = holder.encode_for(None, read, options.normalize) if read else None
     chunks: list[list[dict[str, Any]]] = []
-    result: dict[str, Any] = {"model": embedder.name, "alias": alias, "dim": 0, "encoding": options.encoding}
+    result: dict[str, Any] = {"model": encoder.name, "alias": alias, "dim": 0, "encoding": options.encoding}
     rows = vectors_as_asked(holder, settings, vectors, options) if vectors is not None else None
-    result["dim"] = rows["dim"] if rows else options.dimensions or embedder.dim
+    result["dim"] = rows["dim"] if rows else options.dimensions or encoder.dim
     embeddings = _per_chunk(rows, len(read)) if rows else []
     position = 0
     for found in text_spans:
@@ -125,16 +121,16 @@ def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return result
 
 
-def _window(embedder: Any, alias: str, prompt: str, chunk_tokens: Any, overlap_tokens: Any) -> tuple[int, int]:
+def _window(encoder: DenseEncoder, alias: str, prompt: str, chunk_tokens: Any, overlap_tokens: Any) -> tuple[int, int]:
     """The word pieces of text a window holds (chunk_tokens less the model's special tokens and the
     prompt's) and how many neighbours share; a wrong chunk_tokens or overlap_tokens fails the task."""
-    limit = embedder.max_tokens
+    limit = encoder.max_tokens
     if limit is None:
         raise InvalidInput(
             f"{EMBED_CHUNKS_TASK}: model {alias!r} reads texts of any length; send them to inference.embed whole"
         )
     size = limit if chunk_tokens is None else check_count(EMBED_CHUNKS_TASK, "chunk_tokens", chunk_tokens, 1, limit)
-    room = size - embedder.special_tokens() - embedder.prefix_tokens(prompt)
+    room = size - encoder.special_tokens() - encoder.prefix_tokens(prompt)
     if room < 1:
         raise InvalidInput(
             f"{EMBED_CHUNKS_TASK}: chunk_tokens {size} leaves no room for text after the model's special tokens "

@@ -19,8 +19,8 @@ from inference_tasks.routing import EMBED_SPARSE_TASK
 from inference_tasks.validation import check_count
 from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.lifecycle.context import current
-from inference_tasks.worker.runtimes.sparse_model import SparseRow
-from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS, note_tokens, read_tokens, sparse_model
+from inference_tasks.worker.runtimes.capabilities import SparseRow
+from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS, note_tokens, read_tokens
 from inference_tasks.worker.tasks.usage import TaskClock
 
 
@@ -35,7 +35,7 @@ def embed_sparse(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     request = EMBED_SPARSE.parse(args, kwargs, settings)
     texts, alias, return_tokens = request["texts"], request["model"], request["return_tokens"]
     holder = current().model
-    encoder = sparse_model(EMBED_SPARSE_TASK, holder, alias)
+    encoder = holder.sparse(EMBED_SPARSE_TASK, alias)
     top_k = request["top_k"]
     if top_k is not None:
         top_k = check_count(EMBED_SPARSE_TASK, "top_k", top_k, 1, encoder.dim or 2**31)
@@ -45,7 +45,7 @@ def embed_sparse(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     read = [prefix + text for text in texts] if prefix else texts
     count = read_tokens(EMBED_SPARSE_TASK, encoder, read, truncate)
     embeddings = []
-    for row in holder.sparse_for(self.request.id, read):
+    for row in holder.sparse_for(encoder, self.request.id, read):
         kept = pruned(row, top_k, floor)
         embedding: dict[str, Any] = {"indices": kept.indices.tolist(), "values": kept.values.tolist()}
         if return_tokens:

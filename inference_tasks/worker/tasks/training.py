@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from celery import Task, shared_task
@@ -29,7 +29,10 @@ from inference_tasks.routing import (
 from inference_tasks.validation import InvalidInput, check_text_items, check_training_labels
 from inference_tasks.worker.celery_ext.request import GuardedTask
 from inference_tasks.worker.lifecycle.context import current
-from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS, embedding_model
+from inference_tasks.worker.tasks.steps import EXPECTED_ERRORS
+
+if TYPE_CHECKING:
+    from inference_tasks.worker.runtimes.capabilities import DenseEncoder
 
 PROGRESS = "PROGRESS"
 EMBED_CHUNK = 64
@@ -43,9 +46,8 @@ def report_progress(task: Task, stage: str, done: int, total: int) -> None:
         task.send_event("task-progress", **meta)
 
 
-def embed_in_chunks(task: Task, texts: list[str], stage: str) -> np.ndarray:
-    """Unit-norm embeddings of `texts`, reporting progress after each chunk."""
-    model = current().model.get()
+def embed_in_chunks(task: Task, model: DenseEncoder, texts: list[str], stage: str) -> np.ndarray:
+    """Unit-norm embeddings of `texts` by `model`, reporting progress after each chunk."""
     parts = []
     for start in range(0, len(texts), EMBED_CHUNK):
         parts.append(model.encode(texts[start : start + EMBED_CHUNK], normalize=True))
@@ -97,10 +99,10 @@ def train_classifier(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     name, texts, alias = request["name"], request["texts"], request["model"]
     labels = check_training_labels(task, request["labels"], len(texts), settings)
     test_fraction, seed = request["test_fraction"], request["seed"]
-    model = embedding_model(task, current().model, alias)
+    model = current().model.dense(task, alias)
 
     started = time.perf_counter()
-    embeddings = embed_in_chunks(self, texts, "embedding")
+    embeddings = embed_in_chunks(self, model, texts, "embedding")
     embedded = time.perf_counter()
     names = sorted(set(labels))
     targets = np.array([names.index(label) for label in labels], dtype=np.int64)
@@ -159,7 +161,7 @@ def embed_corpus(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise InvalidInput(f"{task}: give exactly one of texts (a list) or source_key (a Redis list key)")
     client = broker_redis(settings)
     total = len(texts) if texts is not None else _source_length(client, source_key, settings.max_corpus_texts)
-    model = embedding_model(task, current().model, alias)
+    model = current().model.dense(task, alias)
     job_id = self.request.id or "local"
     pages = 0
     for start in range(0, total, page_size):

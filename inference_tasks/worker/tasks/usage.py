@@ -18,7 +18,7 @@ from typing import Any
 
 from inference_tasks.routing import SENT_AT_HEADER
 from inference_tasks.validation import InvalidInput
-from inference_tasks.worker.runtimes.models import PreEncoded
+from inference_tasks.worker.kinds.shared_pass import PreEncoded
 
 
 @dataclass

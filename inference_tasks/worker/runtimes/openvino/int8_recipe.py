@@ -1,7 +1,7 @@
-"""How `export-model` quantizes a model to int8 (ops/export.py), and the digest that names that recipe in
+"""How `export-model` quantizes a model to int8 (export.py), and the digest that names that recipe in
 an int8 export's manifest: export-model quantizes again when the digest differs (an upgrade changed
 the recipe), and a worker serving an int8 export of another recipe says so (precision_choice.py,
-`doctor`). Here, not in ops/, because both the export command and the worker read it."""
+`doctor`). Read by the export command and by the worker."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ FFN_DOWN = r".*layer\.\d+\.output\.dense.*"
 # (validate=False) and must pass the gate on its own.
 KEPT_IN_FLOAT = (FFN_DOWN, ATTENTION_OUTPUT)
 # Calibrated on after the package's corpus, so the activation scales also cover long runs of one token.
-# No word here is in the gate's repetitive texts (ml/held_out.REPEATED_TOKENS): the gate tests others.
+# No word here is in the gate's repetitive texts (held_out.REPEATED_TOKENS): the gate tests others.
 REPEATED_TOKEN_CALIBRATION = ("help " * 90, "asdf " * 150, "z " * 300, "!" * 300, "yes " * 120, "order " * 60)
 
 

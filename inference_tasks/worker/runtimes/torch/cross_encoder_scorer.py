@@ -14,17 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from inference_tasks.config.catalogue import CROSS_ENCODER_KIND
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts, float32_weights
+from inference_tasks.worker.runtimes.torch.torch_model_facts import TorchModelFacts, float32_weights
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 class CrossEncoderScorer(TorchModelFacts):
-    """The Embedder interface where it applies (name, device, tokens, placement); `score_pairs`, not `encode`."""
-
-    kind = CROSS_ENCODER_KIND
+    """A cross-encoder run by torch: a PairScorer (capabilities.py)."""
 
     def __init__(self, name: str, path: Path, device: str) -> None:
         from sentence_transformers import CrossEncoder
@@ -46,9 +43,6 @@ class CrossEncoderScorer(TorchModelFacts):
         )
         return scores if scores.dtype.name == "float32" else scores.astype("float32")
 
-    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
-        raise TypeError(f"{self.name} is a cross-encoder: it scores (query, document) pairs and makes no vectors")
-
     @property
     def max_tokens(self) -> int | None:
         return int(self._model.max_length) if self._model.max_length else None
@@ -60,9 +54,6 @@ class CrossEncoderScorer(TorchModelFacts):
             truncation=False, return_attention_mask=False, return_token_type_ids=False, verbose=False,
         )  # fmt: skip
         return [len(ids) for ids in encoded["input_ids"]]
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        raise NotImplementedError("a cross-encoder makes no vectors to chunk")
 
     def limit_length(self, tokens: int) -> None:
         self._model.max_length = tokens

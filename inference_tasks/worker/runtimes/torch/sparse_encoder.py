@@ -14,29 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any
 
-from inference_tasks.config.catalogue import SPARSE_KIND
+from inference_tasks.worker.runtimes.capabilities import SparseRow
 from inference_tasks.worker.runtimes.passes import model_passes
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts, float32_weights
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from inference_tasks.worker.runtimes.interface import Embedder
+from inference_tasks.worker.runtimes.torch.torch_model_facts import TorchModelFacts, float32_weights
 
 
-class SparseRow(NamedTuple):
-    """One text's sparse vector: the vocabulary indices of its non-zero weights, ascending, and those weights."""
-
-    indices: np.ndarray  # int64
-    values: np.ndarray  # float32
-
-
-class SparseEncoderModel(TorchModelFacts):
-    """The Embedder interface where it applies (name, device, tokens, placement); `encode_sparse`, not `encode`."""
-
-    kind = SPARSE_KIND
+class SpladeEncoder(TorchModelFacts):
+    """A SPLADE model run by torch: a SparseEncoder (capabilities.py)."""
 
     def __init__(self, name: str, path: Path, device: str) -> None:
         from sentence_transformers import SparseEncoder
@@ -55,7 +41,7 @@ class SparseEncoderModel(TorchModelFacts):
         if self.max_pass_tokens is None or len(texts) <= 1:
             return self._encode(texts, self.batch_size)
         rows: list[SparseRow | None] = [None] * len(texts)
-        for group in model_passes(cast("Embedder", self), texts):
+        for group in model_passes(self, texts):
             for index, row in zip(group, self._encode([texts[index] for index in group], len(group)), strict=True):
                 rows[index] = row
         return [row for row in rows if row is not None]
@@ -80,18 +66,9 @@ class SparseEncoderModel(TorchModelFacts):
         """The tokenizer's word piece for each vocabulary index (return_tokens)."""
         return list(self._model.tokenizer.convert_ids_to_tokens(list(indices)))
 
-    def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
-        raise TypeError(f"{self.name} is a sparse encoder: it makes sparse vectors (inference.embed_sparse)")
-
-    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        raise TypeError(f"{self.name} is a sparse encoder; it does not score (query, document) pairs")
-
     @property
     def max_tokens(self) -> int | None:
         return int(self._model.max_seq_length) if self._model.max_seq_length else None
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        raise NotImplementedError("a sparse encoder's vectors are not chunked")
 
     def limit_length(self, tokens: int) -> None:
         self._model.max_seq_length = tokens

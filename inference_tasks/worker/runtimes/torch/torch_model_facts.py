@@ -1,4 +1,4 @@
-"""A torch-run sentence-transformers model (an embedder, a cross-encoder or a sparse encoder): the facts it
+"""A torch-run sentence-transformers model (a dense encoder, a cross-encoder or a sparse encoder): the facts it
 reports, its tokenizer's counts, and moving it onto a child's device."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ CUDA_PRECISIONS = {"float16": "f16", "bfloat16": "bf16"}
 
 
 class TorchModelFacts:
-    """What a sentence-transformers model run by torch reports (the Embedder protocol) before
+    """What a sentence-transformers model run by torch reports (capabilities.ModelFacts) before
     place_model sets its passes: f32 until placed in another dtype, no thread pool of its own."""
 
     backend = "torch"
-    # Who runs the network: sentence-transformers here; NativeBertEmbedder says "native-bert".
+    # Who runs the network: sentence-transformers here; NativeBertEncoder says "native-bert".
     engine = "sentence-transformers"
     # The torch module the subclass runs (SentenceTransformer, CrossEncoder, SparseEncoder or native_bert's
     # Bert), moved by place().

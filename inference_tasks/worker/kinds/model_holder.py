@@ -1,5 +1,5 @@
-"""The one per-process model holder: load and warm up at start, place on a device, hand out to tasks,
-fail loudly if absent."""
+"""The one per-process model holder: load and warm up at start (by the model's kind), place on a device,
+hand out to tasks as the capability each needs, fail loudly if absent."""
 
 from __future__ import annotations
 
@@ -8,44 +8,33 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND
 from inference_tasks.tracing.spans import span
-from inference_tasks.worker.runtimes.loading import make_embedder
+from inference_tasks.worker.kinds.registry import kind_of
+from inference_tasks.worker.runtimes.load_options import LoadOptions
 
 if TYPE_CHECKING:
     import numpy as np
 
     from inference_tasks.config import Settings
-    from inference_tasks.worker.runtimes.interface import Embedder
-    from inference_tasks.worker.runtimes.sparse_model import SparseEncoderModel, SparseRow
+    from inference_tasks.config.catalogue import ModelEntry
+    from inference_tasks.worker.kinds.model_kind import ModelKind
+    from inference_tasks.worker.kinds.shared_pass import PreEncoded
+    from inference_tasks.worker.runtimes.capabilities import (
+        DenseEncoder,
+        PairScorer,
+        ServedModel,
+        SparseEncoder,
+        SparseRow,
+    )
 
 logger = logging.getLogger(__name__)
 
-WARMUP_TEXTS = ("warm-up", "The first batch pays for lazy initialisation; no request should.")
 # Zero-shot label sets repeat from task to task; their embeddings are kept per child.
 LABEL_CACHE_SIZE = 4096
 LOAD_PRELOADED = "preloaded"
 LOAD_IN_CHILD = "in-child"
-
-
-@dataclass(frozen=True)
-class PreEncoded:
-    """A task's texts as encoded with its batch-mates' (micro-batching), waiting for the task to run:
-    vectors (an embedding model), scores against `query` (a cross-encoder) or a list of SparseRow (a
-    sparse encoder); `started_at` (Unix time)
-    when the shared pass began and `seconds` this task's share of it, by its number of texts (usage)."""
-
-    texts: list[str]
-    normalize: bool
-    vectors: Any
-    query: str | None = None
-    started_at: float = 0.0
-    seconds: float = 0.0
-    # The shared pass's span context when tracing (task_traces.py): the task's span links to it.
-    trace_link: Any = None
 
 
 class ModelNotLoadedError(RuntimeError):
@@ -54,13 +43,15 @@ class ModelNotLoadedError(RuntimeError):
 
 @dataclass
 class ModelHolder:
-    """This process's model, how it was loaded, and what tasks derive from it (label vectors, heads).
+    """This process's model, its kind, how it was loaded, and what tasks derive from it (label vectors, heads).
 
     Filled by worker hooks only; what the process has done (tasks, batches, its pool slot) is
     bookkeeping and lives in child.py.
     """
 
-    embedder: Embedder | None = None
+    served: ServedModel | None = None
+    # The catalogue kind of the model (worker/kinds/registry.py): what loads, warms up and guards it.
+    kind: ModelKind | None = None
     error: str | None = None
     # LOAD_PRELOADED: loaded by the worker's main process before forking (children share its
     # pages copy-on-write); LOAD_IN_CHILD: loaded by each child after fork.
@@ -79,27 +70,27 @@ class ModelHolder:
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def load(
-        self, model: str, device: str, mode: str = LOAD_IN_CHILD, backend: str = "torch",
-        cache: Path | None = None, precision: str = "auto", max_seq_length: int | None = None,
-        kind: str = EMBEDDING_KIND, torch_engine: str = "auto",
+        self, entry: ModelEntry, device: str, mode: str = LOAD_IN_CHILD, options: LoadOptions | None = None
     ) -> None:  # fmt: skip
-        """Load the model without running it; on failure remember why instead of raising.
+        """Load catalogue entry `entry`'s model, as its kind does, without running it; on failure
+        remember why instead of raising.
 
         Celery swallows exceptions raised in signal handlers, so raising here would leave a
         child that looks healthy. Keeping the reason lets every task fail with it.
         """
         started = time.perf_counter()
+        kind = kind_of(entry)
         try:
-            embedder = make_embedder(model, device, backend, cache, precision, kind, torch_engine)
-            if max_seq_length is not None:
-                embedder.limit_length(max_seq_length)
+            model = kind.load(entry.source, device, options or LoadOptions())
+            if entry.max_seq_length is not None:
+                model.limit_length(entry.max_seq_length)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
-            self._fail(model, exc)
+            self._fail(entry.source, exc)
             return
         self.load_seconds = time.perf_counter() - started
         self.load_mode = mode
-        self.set(embedder)
-        logger.info("model %s loaded in %.2f s (%s)", model, self.load_seconds, mode)
+        self.set(model, kind)
+        logger.info("model %s loaded in %.2f s (%s)", entry.source, self.load_seconds, mode)
 
     def warm_up(self) -> None:
         """Run a first tiny batch, so lazy initialisation is paid here and not by a request.
@@ -107,67 +98,76 @@ class ModelHolder:
         Only ever called in the process that serves tasks: a forward pass in the worker's main
         process would leave libgomp state that deadlocks the children forked after it.
         """
-        if self.embedder is None:
+        if self.served is None or self.kind is None:
             return
         started = time.perf_counter()
         try:
-            if self.embedder.kind == CROSS_ENCODER_KIND:
-                self.embedder.score_pairs([(WARMUP_TEXTS[0], text) for text in WARMUP_TEXTS])
-            elif self.embedder.kind == SPARSE_KIND:
-                cast("SparseEncoderModel", self.embedder).encode_sparse(WARMUP_TEXTS)
-            else:
-                vectors = self.embedder.encode(WARMUP_TEXTS, normalize=True)
-                self.embedder.dim = self.embedder.dim or int(vectors.shape[1])
+            self.kind.warm_up(self.served)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
-            self._fail(self.embedder.name, exc)
+            self._fail(self.served.name, exc)
             return
         self.warmup_seconds = time.perf_counter() - started
 
     def _fail(self, model: str, exc: Exception) -> None:
-        self.embedder = None
+        self.served = None
         self.error = f"{type(exc).__name__}: {exc}"
         logger.exception("model %r failed to load; every task in this process will fail", model)
 
-    def set(self, embedder: Embedder) -> None:
-        """Install a ready model (used by load, and by unit tests with a fake one)."""
-        self.embedder = embedder
+    def set(self, model: ServedModel, kind: ModelKind) -> None:
+        """Install a ready model of `kind` (used by load, and by unit tests with a fake one)."""
+        self.served = model
+        self.kind = kind
         self.error = None
         self._label_cache.clear()
         self.calibration.clear()
 
-    def get(self) -> Embedder:
+    def get(self) -> ServedModel:
         """The loaded model, or ModelNotLoadedError carrying the reason."""
-        if self.embedder is None:
+        if self.served is None or self.kind is None:
             reason = self.error or "this process has not loaded a model (is it a worker process?)"
             raise ModelNotLoadedError(f"model not loaded: {reason}")
-        return self.embedder
+        return self.served
+
+    def dense(self, task: str, alias: str) -> DenseEncoder:
+        """The model as a dense encoder, for `task`; InvalidInput naming what it serves if its kind makes no vectors."""
+        model = self.get()
+        return cast("ModelKind", self.kind).dense_encoder(model, task, alias)
+
+    def sparse(self, task: str, alias: str) -> SparseEncoder:
+        """The model as a sparse encoder, for `task`; InvalidInput naming the kind it needs otherwise."""
+        model = self.get()
+        return cast("ModelKind", self.kind).sparse_encoder(model, task, alias)
+
+    def pair_scorer(self) -> PairScorer | None:
+        """The model as a pair scorer if its kind scores (query, document) pairs, else None."""
+        model = self.get()
+        return cast("ModelKind", self.kind).pair_scorer(model)
 
     def encode_for(self, task_id: str | None, texts: list[str], normalize: bool) -> np.ndarray:
         """The task's vectors: encoded already with its micro-batch if so, else encoded now.
-        `shared` then holds the micro-batch's share (its timing feeds usage), else None."""
-        embedder = self.get()
+        `shared` then holds the micro-batch's share (its timing feeds usage), else None. The task
+        asked dense() first, so the model is a dense encoder."""
+        encoder = cast("DenseEncoder", self.get())
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
         if pre is not None and pre.query is None and pre.normalize == normalize and pre.texts == texts:
             self.shared = pre
-            return pre.vectors
+            return cast("np.ndarray", pre.vectors)
         self.shared = None
         with span("forward pass", **{"inference.texts": len(texts)}):
-            return embedder.encode(texts, normalize=normalize)
+            return encoder.encode(texts, normalize=normalize)
 
-    def score_for(self, task_id: str | None, query: str, documents: list[str]) -> np.ndarray:
-        """A cross-encoder's score of each (query, document) pair: scored with the micro-batch if so."""
-        scorer = self.get()
+    def score_for(self, scorer: PairScorer, task_id: str | None, query: str, documents: list[str]) -> np.ndarray:
+        """`scorer`'s score of each (query, document) pair: scored with the micro-batch if so."""
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
         if pre is not None and pre.query == query and pre.texts == documents:
             self.shared = pre
-            return pre.vectors
+            return cast("np.ndarray", pre.vectors)
         self.shared = None
         with span("forward pass", **{"inference.texts": len(documents)}):
             return scorer.score_pairs([(query, document) for document in documents])
 
-    def sparse_for(self, task_id: str | None, texts: list[str]) -> list[SparseRow]:
-        """A sparse encoder's rows for the task's texts: encoded with the micro-batch if so."""
-        encoder = cast("SparseEncoderModel", self.get())
+    def sparse_for(self, encoder: SparseEncoder, task_id: str | None, texts: list[str]) -> list[SparseRow]:
+        """`encoder`'s rows for the task's texts: encoded with the micro-batch if so."""
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
         if pre is not None and pre.query is None and pre.texts == texts:
             self.shared = pre
@@ -177,13 +177,13 @@ class ModelHolder:
             return encoder.encode_sparse(texts)
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
-        """Unit-norm embeddings of `labels`, encoding only those not seen recently."""
+        """Unit-norm embeddings of `labels`, encoding only those not seen recently (a dense encoder's)."""
         import numpy as np
 
-        embedder = self.get()
+        encoder = cast("DenseEncoder", self.get())
         missing = [label for label in dict.fromkeys(labels) if label not in self._label_cache]
         if missing:
-            for label, vector in zip(missing, embedder.encode(missing, normalize=True), strict=True):
+            for label, vector in zip(missing, encoder.encode(missing, normalize=True), strict=True):
                 self._label_cache[label] = vector
         for label in labels:
             self._label_cache.move_to_end(label)
@@ -207,37 +207,33 @@ def place_model(holder: ModelHolder, settings: Settings, pool_slot: int | None, 
         gpus = visible_gpu_count() if settings.device != CPU else 0
         device = choose_device(settings.device, pool_slot, gpus)
     except NoGpu as error:
-        holder.embedder, holder.error = None, str(error)
+        holder.served, holder.error = None, str(error)
         logger.error("%s; every task in this process will fail", error)
         return
-    if holder.embedder is None:
-        holder.load(
-            settings.served_model.source, device, LOAD_IN_CHILD, settings.model_backend,
-            settings.model_cache_dir, settings.openvino_precision, settings.served_model.max_seq_length,
-            settings.served_model.kind, settings.torch_engine,
-        )  # fmt: skip
-        if holder.embedder is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
-            holder.embedder.place(device, settings.cuda_dtype)
-    elif holder.embedder.device != device:
-        holder.embedder.place(device, settings.cuda_dtype)
-    if holder.embedder is None:
+    if holder.served is None:
+        holder.load(settings.served_model, device, LOAD_IN_CHILD, LoadOptions.of(settings))
+        if holder.served is not None and device.startswith(CUDA) and settings.cuda_dtype != "float32":
+            holder.served.place(device, settings.cuda_dtype)
+    elif holder.served.device != device:
+        holder.served.place(device, settings.cuda_dtype)
+    if holder.served is None:
         return
     try:
-        holder.embedder.compile(threads)
+        holder.served.compile(threads)
     except Exception as exc:  # noqa: BLE001 - kept by _fail, raised by get() in every task
         holder._fail(settings.served_model.source, exc)
         return
     on_gpu = device.startswith(CUDA)
-    holder.embedder.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
+    model = holder.served
+    model.batch_size = settings.encode_batch_size_cuda if on_gpu else settings.encode_batch_size_cpu
     # The token bound is sized for a CPU child's passes; a GPU child's passes are as many times
     # larger as its batch size is (a GPU is fast only on big passes).
     scale = settings.encode_batch_size_cuda / settings.encode_batch_size_cpu if on_gpu else 1
-    holder.embedder.max_pass_tokens = int(settings.microbatch_max_tokens * max(1.0, scale)) or None
-    embedder = holder.embedder
+    model.max_pass_tokens = int(settings.microbatch_max_tokens * max(1.0, scale)) or None
     logger.info(
         "model on %s, %s backend, %s precision (encode batch size %d)",
         device,
-        embedder.backend,
-        embedder.precision,
-        embedder.batch_size,
+        model.backend,
+        model.precision,
+        model.batch_size,
     )

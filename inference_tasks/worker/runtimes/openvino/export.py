@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
-from inference_tasks.worker.runtimes.openvino_model import (
+from inference_tasks.worker.runtimes.openvino.export_paths import (
     FRAMEWORK_WEIGHTS,
     IR_FILE,
     MANIFEST_FILE,
@@ -30,6 +29,7 @@ from inference_tasks.worker.runtimes.openvino_model import (
     is_exported,
     quantized_by,
 )
+from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe, recipe_digest
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
@@ -50,7 +50,7 @@ class Export:
 def export_openvino(settings: Settings, force: bool = False) -> Export:
     """The OpenVINO export of the served model (INFERENCE_MODEL) under settings.model_cache_dir, made if missing."""
     from inference_tasks.worker.host.threads import set_offline_env
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
     model = settings.served_model.source
     source = resolve_model_path(model)
@@ -102,7 +102,7 @@ def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
     An export quantized by another recipe (an older release's) is redone, so an upgrade's export-model
     serves the current recipe. `force` redoes the quantization only.
     """
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
     base = export_openvino(settings)
     model = settings.served_model.source
@@ -136,7 +136,7 @@ def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]
     from transformers import AutoTokenizer
 
     from inference_tasks.ml.corpus import corpus_digest, corpus_texts
-    from inference_tasks.worker.runtimes.st_pipeline import pipeline_config
+    from inference_tasks.worker.runtimes.pipeline_encoder import pipeline_config
 
     core = openvino.Core()
     model = core.read_model(export / IR_FILE)

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from inference_tasks.worker.runtimes import tokens
-from inference_tasks.worker.runtimes.interface import EmbeddingModel
 from inference_tasks.worker.runtimes.passes import encode_in_passes
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from inference_tasks.worker.runtimes.interface import Embedder
+    from inference_tasks.worker.runtimes.capabilities import DenseEncoder
 
 TRANSFORMER_MODULE = "sentence_transformers.models.Transformer"
 NORMALIZE_MODULE = "sentence_transformers.models.Normalize"
@@ -56,7 +55,7 @@ def pipeline_config(path: Path) -> dict[str, Any]:
     }
 
 
-class PipelineEmbedder(EmbeddingModel):
+class PipelineEncoder:
     """An embedding model whose encoder a subclass runs (`_hidden`); the rest is sentence-transformers'
     pipeline, as above. `_load_pipeline` reads the model directory (tokenizer and configs only)."""
 
@@ -111,8 +110,8 @@ class PipelineEmbedder(EmbeddingModel):
 
         self._before_encode()
         if self.max_pass_tokens is not None and len(texts) > 1:
-            # A subclass is a whole Embedder (its runtime adds place, compile and the facts).
-            vectors = encode_in_passes(cast("Embedder", self), list(texts), self._encode_batch)
+            # A subclass is a whole DenseEncoder (its runtime adds place, compile and the facts).
+            vectors = encode_in_passes(cast("DenseEncoder", self), list(texts), self._encode_batch)
         else:
             order = np.argsort([-len(text) for text in texts], kind="stable")
             chunks = []

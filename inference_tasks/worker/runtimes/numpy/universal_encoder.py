@@ -15,14 +15,12 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from inference_tasks.config.defaults import MULTILINGUAL_MODEL
-from inference_tasks.worker.runtimes.interface import EmbeddingModel
+from inference_tasks.config.defaults import MULTILINGUAL_MODEL, NUMPY_RUNTIME
 
 if TYPE_CHECKING:
     import numpy as np
 
 DIMENSIONS = 512
-RUNTIME = "numpy"
 
 
 def runtime_missing() -> str | None:
@@ -37,12 +35,12 @@ def runtime_missing() -> str | None:
     return None
 
 
-class UniversalEncoderEmbedder(EmbeddingModel):
-    """USE multilingual v3 behind the Embedder interface: loaded (weights read, never run) wherever
+class UniversalEncoder:
+    """USE multilingual v3 as a DenseEncoder (capabilities.py): loaded (weights read, never run) wherever
     the holder loads it, so a preloading main process shares them with its children; run with the
     BLAS threads the child is given (one when pinned)."""
 
-    backend = RUNTIME
+    backend = NUMPY_RUNTIME
 
     def __init__(self, device: str) -> None:
         if device != "cpu":
@@ -93,6 +91,3 @@ class UniversalEncoderEmbedder(EmbeddingModel):
 
     def prefix_tokens(self, prefix: str) -> int:
         return len(self._tokenizer.encode([prefix], add_bos=False, add_eos=False)[0]) if prefix else 0
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        raise NotImplementedError("its SentencePiece tokenizer reports no character offsets")

@@ -7,21 +7,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inference_tasks.worker.runtimes import tokens
-from inference_tasks.worker.runtimes.interface import EmbeddingModel
 from inference_tasks.worker.runtimes.passes import encode_in_passes
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts, float32_weights
+from inference_tasks.worker.runtimes.torch.torch_model_facts import TorchModelFacts, float32_weights
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-class SentenceTransformerEmbedder(EmbeddingModel, TorchModelFacts):
+class SentenceTransformerEncoder(TorchModelFacts):
     """A sentence-transformers model loaded from a local directory, run by torch."""
 
     def __init__(self, name: str, path: Path, device: str) -> None:
         from sentence_transformers import SentenceTransformer
 
-        TorchModelFacts.__init__(self, name, device)
+        super().__init__(name, device)
         self._model = SentenceTransformer(
             str(path), device=device, local_files_only=True, model_kwargs=float32_weights()
         )

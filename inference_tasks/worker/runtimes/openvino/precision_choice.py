@@ -4,7 +4,7 @@ INFERENCE_OPENVINO_PRECISION names one.
 No precision wins everywhere: on a 2-core Intel Xeon with AMX, int8 ran at 0.86x bf16's sentences/s;
 on an AMD EPYC with AVX512_BF16 and no AMX, at 1.25x (docs/benchmarks.md, "int8"). So `export-model
 --backend openvino` times every candidate on the host that runs it and records the winner, with its
-figures and the CPU it was measured on, beside the export (ops/measure.py). A worker set to `auto`
+figures and the CPU it was measured on, beside the export (measure.py). A worker set to `auto`
 serves that record; a host whose CPU differs from the record's still serves it, and `doctor` says to
 measure again; so does an int8 export quantized by another release's recipe. Read here, in the
 worker's main process, before anything is compiled.
@@ -101,7 +101,7 @@ def choose_precision(setting: str, export: Path, cpu: dict[str, Any] | None = No
 def served_precision(setting: str, model: str, source: Path, cache: Path) -> PrecisionChoice:
     """choose_precision for `model` (its files at `source`), whose export is under the model cache `cache`;
     an int8 export quantized by another recipe than this release's is served, but flagged."""
-    from inference_tasks.worker.runtimes.openvino_model import export_path, int8_export_path, is_exported
+    from inference_tasks.worker.runtimes.openvino.export_paths import export_path, int8_export_path, is_exported
 
     choice = choose_precision(setting, export_path(model, source, cache))
     int8 = int8_export_path(model, source, cache)
@@ -112,8 +112,8 @@ def served_precision(setting: str, model: str, source: Path, cache: Path) -> Pre
 
 def flag_stale_int8(choice: PrecisionChoice, int8_export: Path) -> PrecisionChoice:
     """`choice` (int8), as `stale-export` when the export at `int8_export` was quantized by another recipe."""
-    from inference_tasks.ml.int8_recipe import Int8Recipe, recipe_digest
-    from inference_tasks.worker.runtimes.openvino_model import quantized_by
+    from inference_tasks.worker.runtimes.openvino.export_paths import quantized_by
+    from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe, recipe_digest
 
     if quantized_by(int8_export) == recipe_digest(Int8Recipe()):
         return choice

@@ -1,6 +1,6 @@
-"""The torch runtime without sentence-transformers: native_bert's encoder inside st_pipeline's pipeline.
+"""The torch runtime without sentence-transformers: native_bert's encoder inside pipeline_encoder's pipeline.
 
-make_embedder serves a model this way when native_bert accepts it (the default model does) and falls
+torch/loader.py serves a model this way when native_bert accepts it (the default model does) and falls
 back to sentence-transformers otherwise; both report backend "torch", and `engine` says which. The
 worker then imports torch and the tokenizers library only, not sentence-transformers, transformers or
 scikit-learn: ~4 s less of a cold start (docs/benchmarks.md, "Cold start per runtime").
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from inference_tasks.worker.runtimes.st_pipeline import PipelineEmbedder
-from inference_tasks.worker.runtimes.torch_placement import TorchModelFacts
+from inference_tasks.worker.runtimes.pipeline_encoder import PipelineEncoder
+from inference_tasks.worker.runtimes.torch.torch_model_facts import TorchModelFacts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,13 +21,13 @@ NATIVE_ENGINE = "native-bert"
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class NativeBertEmbedder(PipelineEmbedder, TorchModelFacts):
+class NativeBertEncoder(PipelineEncoder, TorchModelFacts):
     """A BERT sentence-transformers model run by this project's own torch encoder (native_bert.py)."""
 
     engine = NATIVE_ENGINE
 
     def __init__(self, name: str, path: Path, device: str) -> None:
-        from inference_tasks.worker.runtimes import native_bert
+        from inference_tasks.worker.runtimes.torch import native_bert
 
         TorchModelFacts.__init__(self, name, device)
         self._load_pipeline(path)

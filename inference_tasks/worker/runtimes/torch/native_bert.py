@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from inference_tasks.worker.runtimes.st_pipeline import (
+from inference_tasks.worker.runtimes.pipeline_encoder import (
     NORMALIZE_MODULE,
     POOLING_MODULE,
     TRANSFORMER_MODULE,

@@ -1,5 +1,5 @@
 """`export-model --backend openvino` (precision auto): time every precision this CPU can run, gate each
-against torch, and record the fastest that passes beside the export (worker/runtimes/precision_choice.py).
+against torch, and record the fastest that passes beside the export (precision_choice.py).
 
 Each candidate (f32; bf16 where the CPU has bf16 units; the NNCF int8 export) is compiled with one
 inference thread, as a worker's child runs it, and timed on 64-text batches and on single sentences,
@@ -16,8 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.ml.held_out import held_out_texts, sentences
-from inference_tasks.worker.runtimes.precision_choice import has_bf16, host_cpu, write_record
+from inference_tasks.worker.runtimes.openvino.held_out import held_out_texts, sentences
+from inference_tasks.worker.runtimes.openvino.precision_choice import has_bf16, host_cpu, write_record
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
@@ -35,15 +35,15 @@ def candidates_for(cpu: dict[str, Any]) -> list[str]:
 
 def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds: int = ROUNDS) -> dict[str, Any]:
     """Measure every candidate on this host, write the record beside `base`, and return it."""
-    from inference_tasks.worker.runtimes.openvino_model import OpenVinoEmbedder
+    from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 
     cpu = host_cpu()
     names = candidates_for(cpu)
-    embedders = {name: OpenVinoEmbedder(model, int8 if name == "int8" else base, name) for name in names}
-    for embedder in embedders.values():
-        embedder.compile(1)
-    cosines = min_cosines(source, embedders)
-    batch_s, single_ms = timings(embedders, rounds)
+    encoders = {name: OpenVinoEncoder(model, int8 if name == "int8" else base, name) for name in names}
+    for encoder in encoders.values():
+        encoder.compile(1)
+    cosines = min_cosines(source, encoders)
+    batch_s, single_ms = timings(encoders, rounds)
     rows = {
         name: {
             "passed": cosines[name] >= GATE_MIN_COSINE,
@@ -69,37 +69,37 @@ def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds:
     return record
 
 
-def min_cosines(source: Path, embedders: dict[str, Any], texts: list[str] | None = None) -> dict[str, float]:
+def min_cosines(source: Path, encoders: dict[str, Any], texts: list[str] | None = None) -> dict[str, float]:
     """Each candidate's least cosine to sentence-transformers' own f32 vectors over `texts` (the
     held-out texts unless given)."""
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from inference_tasks.worker.runtimes.torch_placement import float32_weights
+    from inference_tasks.worker.runtimes.torch.torch_model_facts import float32_weights
 
     texts = held_out_texts() if texts is None else texts
     torch_model = SentenceTransformer(str(source), device="cpu", local_files_only=True, model_kwargs=float32_weights())
     reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
     return {
-        name: float(np.min((reference * embedder.encode(texts, normalize=True)).sum(axis=1)))
-        for name, embedder in embedders.items()
+        name: float(np.min((reference * encoder.encode(texts, normalize=True)).sum(axis=1)))
+        for name, encoder in encoders.items()
     }
 
 
-def timings(embedders: dict[str, Any], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def timings(encoders: dict[str, Any], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Seconds per 64-text batch and milliseconds per single sentence, candidates alternated each round."""
-    names = list(embedders)
+    names = list(encoders)
     batch, singles = sentences(BATCH_TEXTS), sentences(SINGLES_PER_ROUND, seed=8)
     batch_s: dict[str, list[float]] = {name: [] for name in names}
     single_ms: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(rounds):
         for name in names if round_index % 2 == 0 else reversed(names):
             started = time.perf_counter()
-            embedders[name].encode(batch, normalize=True)
+            encoders[name].encode(batch, normalize=True)
             batch_s[name].append(time.perf_counter() - started)
             for text in singles:
                 started = time.perf_counter()
-                embedders[name].encode([text], normalize=True)
+                encoders[name].encode([text], normalize=True)
                 single_ms[name].append((time.perf_counter() - started) * 1000)
     return batch_s, single_ms
 
@@ -109,8 +109,8 @@ def measure_and_report(settings: Settings, base: Path, int8: Path, force: bool) 
     record exists (`--force`); print each candidate's figures."""
     import click
 
-    from inference_tasks.worker.runtimes.loading import resolve_model_path
-    from inference_tasks.worker.runtimes.precision_choice import read_record
+    from inference_tasks.worker.runtimes.model_files import resolve_model_path
+    from inference_tasks.worker.runtimes.openvino.precision_choice import read_record
 
     record = read_record(base)
     if record is None or force:

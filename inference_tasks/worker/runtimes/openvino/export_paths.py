@@ -1,0 +1,92 @@
+"""Where the OpenVINO export of a model lives in the model cache, and whether it is complete: read by
+workers (loader.py), `export-model` (export.py) and `doctor`; no OpenVINO import."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+IR_FILE = "openvino/openvino_model.xml"
+MANIFEST_FILE = "inference_tasks_export.json"
+# Files of a model directory the export leaves out: the framework weights (the IR carries its own).
+FRAMEWORK_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "onnx")
+
+
+class MissingExport(FileNotFoundError):
+    """INFERENCE_BACKEND=openvino but the model has not been exported (or the export is incomplete)."""
+
+
+def source_fingerprint(source: Path) -> str:
+    """A short hash of the model directory's configuration and weight files (names and sizes): a new
+    model version, at the same path or not, gets its own export."""
+    digest = hashlib.sha256()
+    config = source / "config.json"
+    digest.update(config.read_bytes() if config.is_file() else b"")
+    for pattern in FRAMEWORK_WEIGHTS:
+        for path in sorted(source.glob(pattern)):
+            if path.is_file():
+                digest.update(f"{path.name}:{path.stat().st_size}".encode())
+    return digest.hexdigest()[:12]
+
+
+def export_path(model: str, source: Path, cache: Path) -> Path:
+    """Where the OpenVINO export of `model` (read from `source`) lives under the model cache."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(model).name).strip("-") or "model"
+    return cache / "openvino" / f"{name}-{source_fingerprint(source)}"
+
+
+# INFERENCE_OPENVINO_PRECISION=int8 serves a second export beside the first: the same IR quantized
+# by NNCF (export.py), in the directory of the full-precision export plus this suffix.
+INT8 = "int8"
+INT8_SUFFIX = "-int8"
+
+
+def int8_export_path(model: str, source: Path, cache: Path) -> Path:
+    base = export_path(model, source, cache)
+    return base.with_name(base.name + INT8_SUFFIX)
+
+
+def served_export_path(model: str, source: Path, cache: Path, precision: str) -> Path:
+    """The export a worker with INFERENCE_OPENVINO_PRECISION=`precision` reads."""
+    return int8_export_path(model, source, cache) if precision == INT8 else export_path(model, source, cache)
+
+
+def is_exported(path: Path) -> bool:
+    """Complete exports only: the manifest is written last, after the IR."""
+    return (path / IR_FILE).is_file() and (path / MANIFEST_FILE).is_file()
+
+
+def quantized_by(path: Path) -> str | None:
+    """The int8 recipe's digest an export's manifest records (int8_recipe.py); None when it records
+    none (a full-precision export, or an int8 one from before recipes were recorded)."""
+    manifest = json.loads((path / MANIFEST_FILE).read_text()) if (path / MANIFEST_FILE).is_file() else {}
+    recipe = manifest.get("calibration", {}).get("recipe")
+    return recipe if isinstance(recipe, str) else None
+
+
+INSTALL_HINT = "pip install 'inference-tasks[openvino]' (scripts/setup.sh installs it, from the lock)"
+
+
+def runtime_missing() -> str | None:
+    """Why OpenVINO cannot run in this environment (its package is an extra), or None."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError as error:
+        return f"INFERENCE_BACKEND=openvino but OpenVINO is not installed ({error}): {INSTALL_HINT}"
+    return None
+
+
+def missing_export_message(model: str, path: Path, precision: str = "auto") -> str:
+    if precision == INT8:
+        return (
+            f"INFERENCE_OPENVINO_PRECISION=int8 but {model!r} has no int8 export at {path}: run "
+            "`inference-tasks export-model --backend openvino --precision int8` once (offline, ~30 s) with the "
+            "same INFERENCE_MODEL and INFERENCE_MODEL_CACHE"
+        )
+    return (
+        f"INFERENCE_BACKEND=openvino but {model!r} has no OpenVINO export at {path}: run "
+        "`inference-tasks export-model --backend openvino` once (offline, ~10 s) with the same INFERENCE_MODEL "
+        "and INFERENCE_MODEL_CACHE, or `INFERENCE_BACKEND=openvino bash scripts/setup.sh`"
+    )

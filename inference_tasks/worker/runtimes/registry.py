@@ -1,0 +1,46 @@
+"""Runtimes by name: each one a folder under worker/runtimes/ whose `loader` module says what it imports
+in a worker's main process and loads a dense encoder. A new runtime is a folder plus one line here
+(and its name in config/defaults.RUNTIMES, which the catalogue checks producer-side).
+
+Loader modules are imported by name, on first use: a worker that serves torch never imports OpenVINO.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from inference_tasks.config.defaults import NUMPY_RUNTIME
+
+if TYPE_CHECKING:
+    from inference_tasks.worker.runtimes.capabilities import DenseEncoder
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+
+# Runtime name (a catalogue entry's backend, INFERENCE_BACKEND) -> the module that loads models on it.
+RUNTIME_LOADERS = {
+    "torch": "inference_tasks.worker.runtimes.torch.loader",
+    "openvino": "inference_tasks.worker.runtimes.openvino.loader",
+    NUMPY_RUNTIME: "inference_tasks.worker.runtimes.numpy.loader",
+}
+# What the trainer imports in its main process, whatever the runtime: it fine-tunes with sentence-transformers.
+TRAINING_IMPORTS = ("torch", "sentence_transformers")
+
+
+def runtime_loader(runtime: str) -> ModuleType:
+    """The loader module of `runtime` (KeyError for a name no folder holds: the catalogue refuses it first)."""
+    return importlib.import_module(RUNTIME_LOADERS[runtime])
+
+
+def import_runtime(runtime: str, for_training: bool = False) -> None:
+    """Import what `runtime` uses, and nothing else (the worker's main process: loaded once there, shared
+    by fork; docs/benchmarks.md, "Cold start per runtime"); the trainer's libraries for a trainer."""
+    names = TRAINING_IMPORTS if for_training else runtime_loader(runtime).IMPORTS
+    for name in names:
+        importlib.import_module(name)
+
+
+def load_dense_encoder(source: str, device: str, options: LoadOptions) -> DenseEncoder:
+    """The dense encoder `source` names, on the runtime `options` name, loaded but never run (safe before a fork)."""
+    encoder: DenseEncoder = runtime_loader(options.runtime).load_dense_encoder(source, device, options)
+    return encoder
