@@ -119,7 +119,8 @@ def speeds(models: dict[str, Any], tickets: list[str], rounds: int) -> dict[str,
 
 
 def run(model: Any, texts: list[str]) -> None:
-    if model.kind == "sparse":
+    """One pass: sparse rows from a sparse encoder, vectors from a dense one (capabilities.py)."""
+    if hasattr(model, "encode_sparse"):
         model.encode_sparse(texts)
     else:
         model.encode(texts, normalize=True)
