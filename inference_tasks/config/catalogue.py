@@ -31,36 +31,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inference_tasks.config.checks import ConfigError
-from inference_tasks.config.defaults import BACKENDS, DEFAULT_MODEL, MULTILINGUAL_MODEL, NUMPY_RUNTIME
-from inference_tasks.hub import PULL_COMMAND, REVISION, hub_reference, is_hub_id
+from inference_tasks.config.defaults import (
+    DEFAULT_MODEL,
+    MODEL2VEC_RUNTIME,
+    MULTILINGUAL_MODEL,
+    NUMPY_RUNTIME,
+)
+from inference_tasks.config.entry_fields import (
+    PACKAGED_SOURCES,
+    CatalogueError,
+    check_backend,
+    check_prompts,
+    check_source,
+)
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
 # What a catalogue entry serves: an embedding model (sentence-transformers SentenceTransformer: every
 # task), a cross-encoder (sentence-transformers CrossEncoder: inference.rerank only, on torch) or a sparse
-# encoder (sentence-transformers SparseEncoder, SPLADE: inference.embed_sparse only, on torch). A worker
+# encoder (sentence-transformers SparseEncoder, SPLADE: inference.embed_sparse only, on torch) or a static
+# model (model2vec: a vector per token, averaged; every dense task, on model2vec's runtime). A worker
 # serves each through its class in worker/kinds/ (registry.py): this module and that registry are the
 # only ones that compare kinds (tests/unit/test_kinds.py).
 EMBEDDING_KIND = "embedding"
 CROSS_ENCODER_KIND = "cross-encoder"
 SPARSE_KIND = "sparse"
-KINDS = (EMBEDDING_KIND, CROSS_ENCODER_KIND, SPARSE_KIND)
-# The sentence-transformers class each kind other than an embedding model is loaded as (messages).
-TORCH_ONLY_KINDS = {CROSS_ENCODER_KIND: "CrossEncoder", SPARSE_KIND: "SparseEncoder"}
+STATIC_KIND = "static"
+KINDS = (EMBEDDING_KIND, CROSS_ENCODER_KIND, SPARSE_KIND, STATIC_KIND)
+# The kinds one runtime runs, whatever INFERENCE_BACKEND says: that runtime, and what such a model is (messages).
+FIXED_RUNTIMES = {
+    CROSS_ENCODER_KIND: ("torch", "a sentence-transformers CrossEncoder"),
+    SPARSE_KIND: ("torch", "a sentence-transformers SparseEncoder"),
+    STATIC_KIND: (MODEL2VEC_RUNTIME, "a model2vec static model (`inference-tasks distil-model` makes one)"),
+}
 # An alias is part of a queue name and a Redis key: short, lower case, no separators of ours (":").
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
 BUILTIN_MULTILINGUAL = "multilingual"
-# Sources that name a packaged model rather than a directory.
-PACKAGED_SOURCES = (DEFAULT_MODEL, MULTILINGUAL_MODEL)
 ENTRY_FIELDS = ("source", "revision", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
 # The longest input a sentence-transformers model of this family reads, in word pieces.
 MAX_SEQ_LENGTH_LIMIT = 8192
-
-
-class CatalogueError(ConfigError):
-    """The models file, or INFERENCE_MODEL against it, cannot be used; the message names the file,
-    the model and the field."""
 
 
 class UnknownModel(LookupError):
@@ -85,10 +94,10 @@ class ModelEntry:
     max_seq_length: int | None = None
 
     def runtime(self, default: str) -> str:
-        """The runtime that runs this model: torch for a cross-encoder or a sparse encoder (TORCH_ONLY_KINDS),
-        else the entry's backend, else `default` (INFERENCE_BACKEND)."""
-        if self.kind in TORCH_ONLY_KINDS:
-            return "torch"
+        """The runtime that runs this model: its kind's own (FIXED_RUNTIMES: torch for a cross-encoder or a
+        sparse encoder, model2vec for a static model), else the entry's backend, else `default` (INFERENCE_BACKEND)."""
+        if self.kind in FIXED_RUNTIMES:
+            return FIXED_RUNTIMES[self.kind][0]
         return self.backend or default
 
 
@@ -184,17 +193,26 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
         raise CatalogueError(f"{at}: must be a table of {', '.join(ENTRY_FIELDS)}")
     if unknown := sorted(set(table) - set(ENTRY_FIELDS)):
         raise CatalogueError(f"{at}: unknown field(s) {unknown}; allowed: {', '.join(ENTRY_FIELDS)}")
-    source = _source(at, table.get("source", DEFAULT_MODEL), table.get("revision"))
     kind = table.get("kind", EMBEDDING_KIND)
     if kind not in KINDS:
         raise CatalogueError(f"{at}.kind: must be one of {KINDS}, got {kind!r}")
-    backend = _backend(at, source, table.get("backend"))
-    if kind in TORCH_ONLY_KINDS and (source in PACKAGED_SOURCES or backend not in (None, "torch")):
-        raise CatalogueError(
-            f"{at}: a {kind} model is a sentence-transformers {TORCH_ONLY_KINDS[kind]} (a local directory or a "
-            f"hub id) run by torch (source {source!r}, backend {backend!r})"
-        )
-    prompts = _prompts(at, table.get("prompts", {}))
+    try:
+        source = check_source(at, table.get("source", DEFAULT_MODEL), table.get("revision"))
+    except CatalogueError as error:
+        if kind != STATIC_KIND:
+            raise
+        raise CatalogueError(f"{error}; a static model's directory is made by `inference-tasks distil-model`") from None
+    backend = table.get("backend")
+    if kind in FIXED_RUNTIMES:
+        runtime, what = FIXED_RUNTIMES[kind]
+        if source in PACKAGED_SOURCES or backend not in (None, runtime):
+            raise CatalogueError(
+                f"{at}: a {kind} model is {what} (a local directory or a hub id) run by {runtime} (source "
+                f"{source!r}, backend {backend!r})"
+            )
+    else:
+        backend = check_backend(at, source, backend)
+    prompts = check_prompts(at, table.get("prompts", {}))
     default_prompt = table.get("default_prompt")
     if default_prompt is not None and default_prompt not in prompts:
         raise CatalogueError(f"{at}.default_prompt: {default_prompt!r} is not one of its prompts {sorted(prompts)}")
@@ -207,44 +225,17 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
     return ModelEntry(alias, source, kind, backend, prompts, default_prompt, max_seq_length)
 
 
-def _source(at: str, source: Any, revision: Any) -> str:
-    """A packaged model, a local directory, or a hub id (with its `revision`, as `<id>@<revision>`)."""
-    if not isinstance(source, str) or not source.strip():
-        raise CatalogueError(
-            f"{at}.source: must be one of {PACKAGED_SOURCES}, a local sentence-transformers directory or a hub id"
+def distillation_problem(teacher: ModelEntry) -> str | None:
+    """Why `distil-model` cannot distil a static model from `teacher`, or None: model2vec distils a
+    transformer embedding model (kind "embedding", a sentence-transformers directory or hub id)."""
+    if teacher.kind != EMBEDDING_KIND:
+        return (
+            f"model {teacher.alias!r} is of kind {teacher.kind!r}; distil-model distils a static model from a "
+            f"dense embedding model (kind {EMBEDDING_KIND!r})"
         )
-    local = source in PACKAGED_SOURCES or Path(source).expanduser().is_dir()
-    if revision is not None and (local or not isinstance(revision, str) or not REVISION.match(revision)):
-        raise CatalogueError(
-            f"{at}.revision: a branch, tag or commit (letters, digits, '.', '_', '-') of a hub id source only"
-        )
-    if local:
-        return source
-    if not is_hub_id(source):
-        raise CatalogueError(
-            f"{at}.source: {source!r} is not a directory, nor a hub id (owner/name); nothing is downloaded at "
-            f"run time: `{PULL_COMMAND}` fetches a hub id at deploy time"
-        )
-    return hub_reference(source, revision)
-
-
-def _backend(at: str, source: str, backend: Any) -> str | None:
-    """The entry's runtime: one of BACKENDS for a sentence-transformers model, numpy for the multilingual one."""
-    if source == MULTILINGUAL_MODEL:
-        if backend not in (None, NUMPY_RUNTIME):
-            raise CatalogueError(f"{at}.backend: {MULTILINGUAL_MODEL!r} runs on {NUMPY_RUNTIME!r} only")
-        return NUMPY_RUNTIME
-    if backend is not None and backend not in BACKENDS:
-        raise CatalogueError(f"{at}.backend: must be one of {BACKENDS}, got {backend!r}")
-    return str(backend) if backend is not None else None
-
-
-def _prompts(at: str, prompts: Any) -> dict[str, str]:
-    if not isinstance(prompts, dict) or not all(
-        isinstance(name, str) and isinstance(text, str) for name, text in prompts.items()
-    ):
-        raise CatalogueError(f'{at}.prompts: must be a table of name = "prefix" strings')
-    return dict(prompts)
+    if teacher.source == MULTILINGUAL_MODEL:
+        return f"model {teacher.alias!r} runs on its own numpy runtime (no transformer for model2vec to distil)"
+    return None
 
 
 def served_entry(catalogue: Catalogue, model: str | None) -> tuple[Catalogue, ModelEntry]:

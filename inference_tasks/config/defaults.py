@@ -120,8 +120,16 @@ DEFAULT_CORPUS_EXPIRES_S = 86_400
 BACKENDS = ("torch", "openvino")
 # The runtime of the built-in multilingual model: its own numpy forward pass (worker/runtimes/numpy/).
 NUMPY_RUNTIME = "numpy"
-# Every runtime a catalogue entry may name, one folder each under worker/runtimes/ (its registry.py).
-RUNTIMES = (*BACKENDS, NUMPY_RUNTIME)
+# The runtime of static models (catalogue kind "static"): model2vec's numpy lookup (worker/runtimes/model2vec/).
+MODEL2VEC_RUNTIME = "model2vec"
+# Every runtime a catalogue entry may run on, one folder each under worker/runtimes/ (its registry.py).
+RUNTIMES = (*BACKENDS, NUMPY_RUNTIME, MODEL2VEC_RUNTIME)
+# The runtimes that run on the CPU only, and what each is (messages).
+CPU_ONLY_RUNTIMES = {
+    "openvino": "OpenVINO runtime",
+    NUMPY_RUNTIME: "its own numpy runtime",
+    MODEL2VEC_RUNTIME: "model2vec's numpy runtime",
+}
 # auto: the precision `export-model --backend openvino` measured fastest on this host (one that passed
 # its accuracy gate: worker/runtimes/openvino/precision_choice.py), else OpenVINO's own choice for the CPU (bf16 where
 # the CPU has native bf16: AVX512_BF16 or AMX, f32 elsewhere); f32 forces full precision (vectors then

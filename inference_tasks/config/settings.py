@@ -145,16 +145,17 @@ class Settings:
         """The catalogue (INFERENCE_MODELS_FILE plus the built-ins) and the entry this process serves
         (INFERENCE_MODEL), read and checked once, on first use: a worker's start. CatalogueError names
         the file, the model and the field."""
-        from inference_tasks.config.catalogue import CatalogueError, load_catalogue, served_entry
+        from inference_tasks.config.catalogue import load_catalogue, served_entry
+        from inference_tasks.config.entry_fields import CatalogueError
 
         catalogue, entry = served_entry(load_catalogue(self.models_file), self.model)
         # The one check of runtime against device (the served model's runtime, as model_backend says it:
         # a cross-encoder or sparse encoder runs on torch whatever INFERENCE_BACKEND is).
         runtime = entry.runtime(self.backend)
-        if runtime in ("openvino", "numpy") and self.device != devices.CPU:
+        if runtime in defaults.CPU_ONLY_RUNTIMES and self.device != devices.CPU:
             raise CatalogueError(
-                f"model {entry.alias!r} runs on {runtime} ({'OpenVINO' if runtime == 'openvino' else 'its own numpy'}"
-                f" runtime), on the CPU only: set {defaults.ENV_PREFIX}DEVICE=cpu"
+                f"model {entry.alias!r} runs on {runtime} ({defaults.CPU_ONLY_RUNTIMES[runtime]}), on the CPU only: "
+                f"set {defaults.ENV_PREFIX}DEVICE=cpu"
             )
         return catalogue, entry
 

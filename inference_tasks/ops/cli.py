@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from inference_tasks.ops.model_commands import distil_model_command, export_model_command, served_model
 from inference_tasks.ops.probe import probe_command
 from inference_tasks.ops.pull import pull_command
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
@@ -43,21 +44,8 @@ def main() -> None:
 
 main.add_command(probe_command)
 main.add_command(pull_command)
-
-
-def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
-    """The Settings serving INFERENCE_MODEL (or --model), its catalogue checked, and the environment that
-    selects it; a bad catalogue or alias is a clear error, not a traceback."""
-    from inference_tasks.config import load_settings
-    from inference_tasks.config.checks import ConfigError
-
-    environment = {"INFERENCE_MODEL": model} if model else {}
-    settings = load_settings({**os.environ, **environment})
-    try:
-        settings.models  # noqa: B018 - reads and checks the catalogue now
-    except ConfigError as error:
-        raise click.ClickException(str(error)) from None
-    return settings, environment
+main.add_command(export_model_command)
+main.add_command(distil_model_command)
 
 
 @main.command()
@@ -146,47 +134,6 @@ def metrics(address: str, port: int, timeout: float) -> None:
 
     click.echo(f"serving http://{address}:{port}/metrics", err=True)
     serve(_app(), address, port, timeout)
-
-
-@main.command("export-model")
-@click.option("--backend", type=click.Choice(["openvino"]), required=True, help="The runtime to export for.")
-@click.option(
-    "--model", default=None, help="The catalogue alias to export (default: INFERENCE_MODEL, else the default)."
-)
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "f32", "int8"]),
-    default="auto",
-    show_default=True,
-    help="auto: both exports, then each precision this CPU runs (f32, bf16, int8) timed here with one thread "
-    "and gated against torch; the fastest that passes is what INFERENCE_OPENVINO_PRECISION=auto serves. "
-    "f32: the full-precision IR alone; int8: that IR quantized by NNCF (INFERENCE_OPENVINO_PRECISION=int8).",
-)
-@click.option("--force", is_flag=True, help="Export (and measure) again even if a complete export exists.")
-def export_model(backend: str, model: str | None, precision: str, force: bool) -> None:
-    """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
-    INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
-    from inference_tasks.worker.runtimes.openvino.export import export_openvino, export_openvino_int8
-    from inference_tasks.worker.runtimes.openvino.export_paths import runtime_missing
-
-    if problem := runtime_missing():
-        raise click.ClickException(problem)
-    settings, _ = served_model(model)
-    if settings.model_backend == "numpy":
-        alias = settings.served_model.alias
-        raise click.ClickException(f"model {alias!r} runs on its own numpy runtime: there is nothing to export")
-    exports = [("", export_openvino)] if precision != "int8" else []
-    exports += [(" int8", export_openvino_int8)] if precision != "f32" else []
-    made = {}
-    for label, export in exports:
-        done = made[label] = export(settings, force=force)
-        verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
-        click.echo(f"{backend}{label}: {verb}: {done.path}")
-    if precision == "auto":
-        from inference_tasks.worker.runtimes.openvino.measure import measure_and_report
-
-        # A new int8 export (first, forced, or a new recipe's) makes any recorded measurement stale.
-        measure_and_report(settings, made[""].path, made[" int8"].path, force or made[" int8"].created)
 
 
 def _bulk_options(function: Any) -> Any:

@@ -71,7 +71,10 @@ max_seq_length = 512
     [
         ("[models.e5]\nsource = 3\n", "models.e5.source: must be"),
         ('[models.e5]\nsource = "/no/such/dir"\n', "models.e5.source: '/no/such/dir' is not a directory"),
-        ('[models.e5]\nkind = "reranker"\n', "models.e5.kind: must be one of ('embedding', 'cross-encoder', 'sparse')"),
+        (
+            '[models.e5]\nkind = "reranker"\n',
+            "models.e5.kind: must be one of ('embedding', 'cross-encoder', 'sparse', 'static')",
+        ),
         ('[models.e5]\nkind = "cross-encoder"\n', "models.e5: a cross-encoder model is a sentence-transformers"),
         (
             '[models.e5]\nkind = "cross-encoder"\nsource = "/tmp"\nbackend = "openvino"\n',

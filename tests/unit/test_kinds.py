@@ -156,3 +156,50 @@ def test_only_the_cross_encoder_kind_scores_pairs() -> None:
     assert kind_named(CROSS_ENCODER_KIND).pair_scorer(model) is model  # type: ignore[arg-type]
     assert kind_named(EMBEDDING_KIND).pair_scorer(model) is None  # type: ignore[arg-type]
     assert kind_named(SPARSE_KIND).pair_scorer(model) is None  # type: ignore[arg-type]
+
+
+def test_a_static_entry_runs_on_model2vec_and_its_source_names_distil_model(tmp_path: Path) -> None:
+    """kind "static": model2vec whatever INFERENCE_BACKEND says; another backend, a packaged source or a
+    missing directory is refused, the last naming the command that makes one."""
+    from inference_tasks.config.catalogue import STATIC_KIND, CatalogueError, parse_entry
+
+    entry = parse_entry("models.toml", "fast", {"source": str(tmp_path), "kind": STATIC_KIND})
+    assert entry.runtime("openvino") == "model2vec" and kind_named(entry.kind).called == "a static embedding model"
+    with pytest.raises(CatalogueError, match="a static model is a model2vec static model"):
+        parse_entry("models.toml", "fast", {"source": str(tmp_path), "kind": STATIC_KIND, "backend": "openvino"})
+    with pytest.raises(CatalogueError, match="made by `inference-tasks distil-model`"):
+        parse_entry("models.toml", "fast", {"source": str(tmp_path / "missing"), "kind": STATIC_KIND})
+
+
+def test_distil_model_takes_dense_transformers_only() -> None:
+    from inference_tasks.config.catalogue import distillation_problem
+
+    assert distillation_problem(ModelEntry("minilm")) is None
+    assert "is of kind 'sparse'" in str(distillation_problem(ModelEntry("s", "/x", kind=SPARSE_KIND)))
+    assert "its own numpy runtime" in str(distillation_problem(ModelEntry("m", MULTILINGUAL_MODEL, backend="numpy")))
+
+
+def test_a_static_model_directory_is_checked_before_it_is_served(tmp_path: Path) -> None:
+    """Missing files, or a manifest from another model2vec series, name distil-model; a hub model without a
+    manifest is read as model2vec reads it."""
+    import json
+
+    from inference_tasks.worker.runtimes.model2vec.manifest import (
+        MANIFEST_FILE,
+        MODEL_FILES,
+        StaticModelError,
+        check_manifest,
+        model2vec_version,
+    )
+
+    with pytest.raises(StaticModelError, match="inference-tasks distil-model <alias>"):
+        check_manifest(tmp_path)
+    for name in MODEL_FILES:
+        (tmp_path / name).write_text("{}")
+    check_manifest(tmp_path)  # no manifest: a pulled hub model
+    manifest = {"model2vec": model2vec_version(), "teacher": {"alias": "minilm"}}
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
+    check_manifest(tmp_path)
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest | {"model2vec": "0.1.9"}))
+    with pytest.raises(StaticModelError, match="distil-model minilm --force"):
+        check_manifest(tmp_path)

@@ -354,3 +354,26 @@ def test_int8_recipes_times_and_gates_each_recipe_beside_the_float_precisions(tm
         assert 0 < row["min_cosine_unseen"] <= 1.00001
         assert row["batch_texts_per_s"] > 0 and row[f"over_{report['reference']}"] > 0
     assert rows["f32"]["passes_gate"]
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_static_lane_harness_compares_the_static_worker_with_its_teacher(tmp_path):
+    """Both workers answer the 256-text and one-text tasks; the report holds the ratio the docs quote."""
+    report = _run("static_lane", tmp_path / "static_lane.json")
+    assert set(report["results"]) == {"static (model2vec)", "openvino (teacher)"}
+    for row in report["results"].values():
+        assert row["sentences_per_s"] > 0 and row["one_text_p50_ms"] > 0 and row["ready_s"] > 0
+    assert report["ratio"] > 0 and report["batch_texts"] == 256
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_static_quality_harness_measures_labels_retrieval_and_two_stage(tmp_path):
+    """Every method's hit@1 and hit@5 are shares of the 52 queries; the static model is the faster one."""
+    report = _run("static_quality", tmp_path / "static_quality.json")
+    quality = report["quality"]
+    assert set(quality) == {"teacher", "static", "two-stage 50", "two-stage 100"}
+    assert all(0 <= row["hit@1"] <= row["hit@5"] <= 1 for row in quality.values())
+    assert all(abs(row["hit@1"] * 52 - round(row["hit@1"] * 52)) < 1e-9 for row in quality.values())
+    assert report["sentences_per_s"]["static"] > report["sentences_per_s"]["teacher"] > 0

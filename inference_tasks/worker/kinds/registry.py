@@ -5,16 +5,18 @@ tests/unit/test_kinds.py pins that no other worker module compares kinds."""
 
 from __future__ import annotations
 
-from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND, ModelEntry
+from inference_tasks.config.catalogue import CROSS_ENCODER_KIND, EMBEDDING_KIND, SPARSE_KIND, STATIC_KIND, ModelEntry
 from inference_tasks.worker.kinds.cross_encoder import CrossEncoderKind
 from inference_tasks.worker.kinds.dense_embedding import DenseEmbeddingKind
 from inference_tasks.worker.kinds.model_kind import ModelKind
 from inference_tasks.worker.kinds.sparse_embedding import SparseEmbeddingKind
+from inference_tasks.worker.kinds.static_embedding import StaticEmbeddingKind
 
 MODEL_KINDS: dict[str, type[ModelKind]] = {
     EMBEDDING_KIND: DenseEmbeddingKind,
     CROSS_ENCODER_KIND: CrossEncoderKind,
     SPARSE_KIND: SparseEmbeddingKind,
+    STATIC_KIND: StaticEmbeddingKind,
 }
 
 

@@ -46,7 +46,7 @@ from inference_tasks.worker.lifecycle.redis_room import wait_until_redis_has_roo
 from inference_tasks.worker.lifecycle.start_checks import (
     refuse_memory_limit_below_footprint,
     refuse_to_start_without_a_model,
-    refuse_to_start_without_the_export,
+    refuse_to_start_without_the_runtime,
 )
 from inference_tasks.worker.runtimes.load_options import LoadOptions
 from inference_tasks.worker.runtimes.registry import import_runtime
@@ -95,8 +95,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     threads.set_offline_env(os.environ)
     if record.threads is not None:
         threads.set_thread_env(os.environ, record.threads)
-    if settings.model_backend == "openvino":
-        refuse_to_start_without_the_export(settings)
+    refuse_to_start_without_the_runtime(settings)
     started = time.perf_counter()
     import_runtime(settings.model_backend, for_training=record.profile == PROFILE_TRAINER)
     record.import_seconds = time.perf_counter() - started

@@ -1,5 +1,6 @@
 """What stops a worker before it serves, saying why: a model it cannot serve (a bad catalogue, another
-model's queue), a missing OpenVINO export, a memory limit below what a loaded child needs.
+model's queue), what its runtime lacks (an OpenVINO export, a distilled static model), a memory limit
+below what a loaded child needs.
 
 Celery swallows exceptions raised in signal handlers; SystemExit passes through its dispatch, so
 RefusedToStart stops the worker before it consumes anything.
@@ -21,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 class RefusedToStart(SystemExit):
     """The worker stops before consuming anything, saying why (INFERENCE_BACKEND=openvino without
-    OpenVINO or without the export: the message names the command to run)."""
+    OpenVINO or without the export, a static model not distilled: the message names the command to run)."""
 
 
 def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> None:
@@ -61,31 +62,20 @@ def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> 
     logger.warning("serving model %r (%s) on queue(s) %s", entry.alias, entry.source, ", ".join(own))
 
 
-def refuse_to_start_without_the_export(settings: Settings) -> None:
-    """Stop the worker before it consumes anything if the OpenVINO export is missing (and warn when its
-    int8 export was quantized by another release's recipe: served, but doctor fails on it).
+def refuse_to_start_without_the_runtime(settings: Settings) -> None:
+    """Stop the worker before it consumes anything if its runtime cannot serve the model here: the
+    runtime's own start check (its loader's `start_problem`: OpenVINO without its package or the
+    export, a static model never distilled or distilled by another model2vec), whose message names
+    the command to run.
 
-    Exporting here instead would trace the model with a torch forward pass in the process that
-    forks the children (libgomp), and would repeat a deploy step on every start; a worker that
+    Making what is missing here instead would run a deploy step (a torch forward pass for an export or
+    a distillation) in the process that forks the children (libgomp), on every start; a worker that
     started anyway would fail every task. SystemExit passes through Celery's signal dispatch.
     """
-    from inference_tasks.worker.runtimes.model_files import resolve_model_path
-    from inference_tasks.worker.runtimes.openvino.export_paths import (
-        is_exported,
-        missing_export_message,
-        runtime_missing,
-        served_export_path,
-    )
-    from inference_tasks.worker.runtimes.openvino.precision_choice import STALE_EXPORT, served_precision
+    from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.registry import start_problem
 
-    source = settings.served_model.source
-    files = resolve_model_path(source)
-    choice = served_precision(settings.openvino_precision, source, files, settings.model_cache_dir)
-    if choice.how == STALE_EXPORT:
-        logger.warning("openvino precision: serving %s, %s", choice.precision, choice.why)
-    precision = choice.precision
-    path = served_export_path(source, files, settings.model_cache_dir, precision)
-    message = runtime_missing() or (None if is_exported(path) else missing_export_message(source, path, precision))
+    message = start_problem(settings.served_model.source, LoadOptions.of(settings))
     if message:
         logger.critical(message)
         raise RefusedToStart(message)

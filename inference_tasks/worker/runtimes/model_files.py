@@ -3,10 +3,14 @@ never a download (hub.py says how a hub id is pulled at deploy time)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.hub import hub_reference, not_pulled_message, parse_reference
+
+# A model directory's weight files, in every framework's naming (what its fingerprint reads).
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "onnx")
 
 
 def resolve_model_path(model: str, hub_cache: Path | None = None) -> Path:
@@ -36,3 +40,16 @@ def pulled_snapshot(repo_id: str, revision: str | None, hub_cache: Path | None =
         return Path(snapshot_download(repo_id, revision=revision, cache_dir=hub_cache, local_files_only=True))
     except LocalEntryNotFoundError:
         raise FileNotFoundError(not_pulled_message(hub_reference(repo_id, revision))) from None
+
+
+def source_fingerprint(source: Path) -> str:
+    """A short hash of the model directory's configuration and weight files (names and sizes): a new
+    model version, at the same path or not, gets its own export or distillation."""
+    digest = hashlib.sha256()
+    config = source / "config.json"
+    digest.update(config.read_bytes() if config.is_file() else b"")
+    for pattern in WEIGHT_FILES:
+        for path in sorted(source.glob(pattern)):
+            if path.is_file():
+                digest.update(f"{path.name}:{path.stat().st_size}".encode())
+    return digest.hexdigest()[:12]

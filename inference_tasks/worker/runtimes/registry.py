@@ -11,7 +11,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from inference_tasks.config.defaults import NUMPY_RUNTIME
+from inference_tasks.config.defaults import MODEL2VEC_RUNTIME, NUMPY_RUNTIME
 
 if TYPE_CHECKING:
     from inference_tasks.worker.runtimes.capabilities import DenseEncoder
@@ -22,6 +22,7 @@ RUNTIME_LOADERS = {
     "torch": "inference_tasks.worker.runtimes.torch.loader",
     "openvino": "inference_tasks.worker.runtimes.openvino.loader",
     NUMPY_RUNTIME: "inference_tasks.worker.runtimes.numpy.loader",
+    MODEL2VEC_RUNTIME: "inference_tasks.worker.runtimes.model2vec.loader",
 }
 # What the trainer imports in its main process, whatever the runtime: it fine-tunes with sentence-transformers.
 TRAINING_IMPORTS = ("torch", "sentence_transformers")
@@ -38,6 +39,13 @@ def import_runtime(runtime: str, for_training: bool = False) -> None:
     names = TRAINING_IMPORTS if for_training else runtime_loader(runtime).IMPORTS
     for name in names:
         importlib.import_module(name)
+
+
+def start_problem(source: str, options: LoadOptions) -> str | None:
+    """Why the runtime `options` name cannot serve `source` here, naming the command that mends it (the
+    loader's `start_problem`, for a runtime that needs a deploy step), or None."""
+    check = getattr(runtime_loader(options.runtime), "start_problem", None)
+    return check(source, options) if check is not None else None
 
 
 def load_dense_encoder(source: str, device: str, options: LoadOptions) -> DenseEncoder:

@@ -3,32 +3,20 @@ workers (loader.py), `export-model` (export.py) and `doctor`; no OpenVINO import
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 
+from inference_tasks.worker.runtimes.model_files import WEIGHT_FILES, source_fingerprint
+
 IR_FILE = "openvino/openvino_model.xml"
 MANIFEST_FILE = "inference_tasks_export.json"
 # Files of a model directory the export leaves out: the framework weights (the IR carries its own).
-FRAMEWORK_WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack", "*.ckpt", "onnx")
+FRAMEWORK_WEIGHTS = WEIGHT_FILES
 
 
 class MissingExport(FileNotFoundError):
     """INFERENCE_BACKEND=openvino but the model has not been exported (or the export is incomplete)."""
-
-
-def source_fingerprint(source: Path) -> str:
-    """A short hash of the model directory's configuration and weight files (names and sizes): a new
-    model version, at the same path or not, gets its own export."""
-    digest = hashlib.sha256()
-    config = source / "config.json"
-    digest.update(config.read_bytes() if config.is_file() else b"")
-    for pattern in FRAMEWORK_WEIGHTS:
-        for path in sorted(source.glob(pattern)):
-            if path.is_file():
-                digest.update(f"{path.name}:{path.stat().st_size}".encode())
-    return digest.hexdigest()[:12]
 
 
 def export_path(model: str, source: Path, cache: Path) -> Path:

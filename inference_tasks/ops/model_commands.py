@@ -1,0 +1,95 @@
+"""The commands that prepare a model for its runtime at deploy time, offline, into the model cache:
+`export-model` (OpenVINO IR, measured precision) and `distil-model` (a static model2vec model)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+
+def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
+    """The Settings serving INFERENCE_MODEL (or --model), its catalogue checked, and the environment that
+    selects it; a bad catalogue or alias is a clear error, not a traceback."""
+    from inference_tasks.config import load_settings
+    from inference_tasks.config.checks import ConfigError
+
+    environment = {"INFERENCE_MODEL": model} if model else {}
+    settings = load_settings({**os.environ, **environment})
+    try:
+        settings.models  # noqa: B018 - reads and checks the catalogue now
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    return settings, environment
+
+
+@click.command("export-model")
+@click.option("--backend", type=click.Choice(["openvino"]), required=True, help="The runtime to export for.")
+@click.option(
+    "--model", default=None, help="The catalogue alias to export (default: INFERENCE_MODEL, else the default)."
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "f32", "int8"]),
+    default="auto",
+    show_default=True,
+    help="auto: both exports, then each precision this CPU runs (f32, bf16, int8) timed here with one thread "
+    "and gated against torch; the fastest that passes is what INFERENCE_OPENVINO_PRECISION=auto serves. "
+    "f32: the full-precision IR alone; int8: that IR quantized by NNCF (INFERENCE_OPENVINO_PRECISION=int8).",
+)
+@click.option("--force", is_flag=True, help="Export (and measure) again even if a complete export exists.")
+def export_model_command(backend: str, model: str | None, precision: str, force: bool) -> None:
+    """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
+    INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
+    from inference_tasks.worker.runtimes.openvino.export import export_openvino, export_openvino_int8
+    from inference_tasks.worker.runtimes.openvino.export_paths import runtime_missing
+
+    if problem := runtime_missing():
+        raise click.ClickException(problem)
+    settings, _ = served_model(model)
+    if settings.model_backend == "numpy":
+        alias = settings.served_model.alias
+        raise click.ClickException(f"model {alias!r} runs on its own numpy runtime: there is nothing to export")
+    exports = [("", export_openvino)] if precision != "int8" else []
+    exports += [(" int8", export_openvino_int8)] if precision != "f32" else []
+    made = {}
+    for label, export in exports:
+        done = made[label] = export(settings, force=force)
+        verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
+        click.echo(f"{backend}{label}: {verb}: {done.path}")
+    if precision == "auto":
+        from inference_tasks.worker.runtimes.openvino.measure import measure_and_report
+
+        # A new int8 export (first, forced, or a new recipe's) makes any recorded measurement stale.
+        measure_and_report(settings, made[""].path, made[" int8"].path, force or made[" int8"].created)
+
+
+@click.command("distil-model")
+@click.argument("alias")
+@click.option(
+    "--pca-dims", type=click.IntRange(2, 4096), default=None, help="Dimensions of the static vectors (default 256)."
+)
+@click.option(
+    "--name", default=None, help="The static model's name, in results and its directory (default ALIAS-static-DIMS)."
+)
+@click.option("--force", is_flag=True, help="Distil again even if the same distillation exists.")
+def distil_model_command(alias: str, pca_dims: int | None, name: str | None, force: bool) -> None:
+    """Distil a static model (model2vec) from catalogue model ALIAS, offline, into INFERENCE_MODEL_CACHE;
+    the last line printed is its directory, the `source` of a catalogue entry of kind "static"."""
+    from inference_tasks.config.catalogue import distillation_problem
+    from inference_tasks.worker.runtimes.model2vec.distillation import distil
+
+    settings, _ = served_model(alias)
+    teacher = settings.served_model
+    if problem := distillation_problem(teacher):
+        raise click.ClickException(problem)
+    try:
+        import skeletoken  # noqa: F401 - model2vec's distillation needs it
+    except ImportError as error:
+        raise click.ClickException(
+            f"distil-model needs the static extra ({error}): pip install 'inference-tasks[static]'"
+        ) from None
+    done = distil(settings, teacher, pca_dims, name, force)
+    click.echo(f"static: {f'distilled in {done.seconds:.1f} s' if done.created else 'already distilled'}", err=True)
+    click.echo(str(done.path))
