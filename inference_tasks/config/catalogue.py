@@ -33,6 +33,8 @@ from typing import Any
 
 from inference_tasks.config.defaults import (
     DEFAULT_MODEL,
+    DEFAULT_STATIC_MAX_BATCH_TEXTS,
+    MAX_BATCH_TEXTS_LIMIT,
     MODEL2VEC_RUNTIME,
     MULTILINGUAL_MODEL,
     NUMPY_RUNTIME,
@@ -43,6 +45,7 @@ from inference_tasks.config.entry_fields import (
     check_backend,
     check_prompts,
     check_source,
+    check_whole_number,
 )
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
 
@@ -67,7 +70,12 @@ FIXED_RUNTIMES = {
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
 BUILTIN_MULTILINGUAL = "multilingual"
-ENTRY_FIELDS = ("source", "revision", "kind", "backend", "prompts", "default_prompt", "max_seq_length")
+ENTRY_FIELDS = (
+    "source", "revision", "kind", "backend", "prompts", "default_prompt", "max_seq_length", "max_batch_texts"
+)  # fmt: skip
+# Per-task text limits by kind where the kind's default differs from INFERENCE_MAX_BATCH_TEXTS: a static
+# model's texts cost microseconds each.
+KIND_MAX_BATCH_TEXTS = {STATIC_KIND: DEFAULT_STATIC_MAX_BATCH_TEXTS}
 # The longest input a sentence-transformers model of this family reads, in word pieces.
 MAX_SEQ_LENGTH_LIMIT = 8192
 
@@ -92,6 +100,8 @@ class ModelEntry:
     default_prompt: str | None = None
     # Word pieces the model reads; None: the model's own setting.
     max_seq_length: int | None = None
+    # Texts one task may carry; None: INFERENCE_MAX_BATCH_TEXTS (a static model: KIND_MAX_BATCH_TEXTS).
+    max_batch_texts: int | None = None
 
     def runtime(self, default: str) -> str:
         """The runtime that runs this model: its kind's own (FIXED_RUNTIMES: torch for a cross-encoder or a
@@ -216,13 +226,10 @@ def parse_entry(where: str, alias: str, table: Any) -> ModelEntry:
     default_prompt = table.get("default_prompt")
     if default_prompt is not None and default_prompt not in prompts:
         raise CatalogueError(f"{at}.default_prompt: {default_prompt!r} is not one of its prompts {sorted(prompts)}")
-    max_seq_length = table.get("max_seq_length")
-    if max_seq_length is not None and (
-        isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int)
-        or not 1 <= max_seq_length <= MAX_SEQ_LENGTH_LIMIT
-    ):  # fmt: skip
-        raise CatalogueError(f"{at}.max_seq_length: must be a whole number from 1 to {MAX_SEQ_LENGTH_LIMIT}")
-    return ModelEntry(alias, source, kind, backend, prompts, default_prompt, max_seq_length)
+    max_seq_length = check_whole_number(at, "max_seq_length", table.get("max_seq_length"), MAX_SEQ_LENGTH_LIMIT)
+    max_texts = check_whole_number(at, "max_batch_texts", table.get("max_batch_texts"), MAX_BATCH_TEXTS_LIMIT)
+    max_texts = max_texts or KIND_MAX_BATCH_TEXTS.get(kind)
+    return ModelEntry(alias, source, kind, backend, prompts, default_prompt, max_seq_length, max_texts)
 
 
 def distillation_problem(teacher: ModelEntry) -> str | None:

@@ -34,6 +34,11 @@ DEFAULT_MAX_TASKS_PER_CHILD_JITTER = 0.25
 # room for big batches and only recycles a child that really leaks.
 DEFAULT_MAX_MEMORY_PER_CHILD_MB = 2048
 DEFAULT_MAX_BATCH_TEXTS = 256
+# A static model's (catalogue kind "static") per-task limit, unless its entry sets max_batch_texts: 4,096
+# texts cost it less than 256 cost a transformer (docs/configuration.md, "Static models").
+DEFAULT_STATIC_MAX_BATCH_TEXTS = 4096
+# The most a catalogue entry's max_batch_texts may say (a task's JSON must still fit Redis and memory).
+MAX_BATCH_TEXTS_LIMIT = 100_000
 # Micro-batching (worker/batching/batcher.py): small embed/classify tasks wait in the worker's main process
 # at most this long, or until they add up to this many texts, then share one encode; 5 ms is small
 # next to a task's round trip. 64 rather than 32: more tasks/s with one-text bursts on both runtimes,

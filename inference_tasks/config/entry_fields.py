@@ -52,6 +52,13 @@ def check_backend(at: str, source: str, backend: Any) -> str | None:
     return str(backend) if backend is not None else None
 
 
+def check_whole_number(at: str, field: str, value: Any, upper: int) -> int | None:
+    """An optional whole number from 1 to `upper` (a bool is not one)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= upper):
+        raise CatalogueError(f"{at}.{field}: must be a whole number from 1 to {upper}")
+    return value
+
+
 def check_prompts(at: str, prompts: Any) -> dict[str, str]:
     if not isinstance(prompts, dict) or not all(
         isinstance(name, str) and isinstance(text, str) for name, text in prompts.items()

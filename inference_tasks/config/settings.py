@@ -169,6 +169,12 @@ class Settings:
         return self.models[1]
 
     @property
+    def task_max_texts(self) -> int:
+        """Texts one task may carry on this worker: the served model's catalogue max_batch_texts (a static
+        model's default: 4,096), else INFERENCE_MAX_BATCH_TEXTS."""
+        return self.served_model.max_batch_texts or self.max_batch_texts
+
+    @property
     def model_backend(self) -> str:
         """The served model's runtime: its catalogue entry's backend, else INFERENCE_BACKEND; torch for a
         cross-encoder or a sparse encoder, whatever INFERENCE_BACKEND says (ModelEntry.runtime)."""

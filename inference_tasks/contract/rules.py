@@ -73,17 +73,26 @@ def model() -> Rule:
     )
 
 
-def texts(count_limit: str = "max_batch_texts", chars_limit: str = "max_text_chars") -> Rule:
-    """A list of 1 to settings.<count_limit> non-blank strings of at most settings.<chars_limit> characters."""
+# The per-task text limit's setting; a catalogue entry's max_batch_texts replaces it for its model.
+TASK_TEXTS = "max_batch_texts"
+
+
+def texts(count_limit: str = TASK_TEXTS, chars_limit: str = "max_text_chars") -> Rule:
+    """A list of 1 to settings.<count_limit> non-blank strings of at most settings.<chars_limit> characters;
+    the per-task limit (TASK_TEXTS) is the served model's (Settings.task_max_texts)."""
     count_name, chars_name = count_limit.upper(), chars_limit.upper()
+    said = f"INFERENCE_{count_name}" + (" (or the model's max_batch_texts)" if count_limit == TASK_TEXTS else "")
 
     def check(task: str, name: str, value: Any, settings: Settings) -> list[str]:
+        limit, limit_name = getattr(settings, count_limit), count_name
+        if count_limit == TASK_TEXTS and settings.served_model.max_batch_texts:
+            limit, limit_name = settings.task_max_texts, f"{count_name}, raised by the model's max_batch_texts"
         return check_texts(
-            task, value, settings, getattr(settings, count_limit), count_name, name=name,
-            max_chars=getattr(settings, chars_limit), chars_name=chars_name,
+            task, value, settings, limit, limit_name, name=name, max_chars=getattr(settings, chars_limit),
+            chars_name=chars_name,
         )  # fmt: skip
 
-    return Rule(f"1 to INFERENCE_{count_name} non-blank strings of at most INFERENCE_{chars_name} characters", check)
+    return Rule(f"1 to {said} non-blank strings of at most INFERENCE_{chars_name} characters", check)
 
 
 def text() -> Rule:

@@ -203,3 +203,17 @@ def test_a_static_model_directory_is_checked_before_it_is_served(tmp_path: Path)
     (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest | {"model2vec": "0.1.9"}))
     with pytest.raises(StaticModelError, match="distil-model minilm --force"):
         check_manifest(tmp_path)
+
+
+def test_a_static_model_takes_bigger_tasks_and_any_entry_may_set_its_limit(tmp_path: Path) -> None:
+    """max_batch_texts: a static entry's default is 4,096 texts per task; any entry may set its own (1 to
+    100,000); an entry without one follows INFERENCE_MAX_BATCH_TEXTS."""
+    from inference_tasks.config.catalogue import STATIC_KIND, CatalogueError, parse_entry
+
+    static = parse_entry("models.toml", "fast", {"source": str(tmp_path), "kind": STATIC_KIND})
+    assert static.max_batch_texts == 4096
+    assert parse_entry("m.toml", "e5", {"source": str(tmp_path), "max_batch_texts": 512}).max_batch_texts == 512
+    assert parse_entry("m.toml", "e5", {"source": str(tmp_path)}).max_batch_texts is None
+    for wrong in (0, True, "many", 100_001):
+        with pytest.raises(CatalogueError, match=r"models.toml: models.e5.max_batch_texts: must be a whole number"):
+            parse_entry("models.toml", "e5", {"source": str(tmp_path), "max_batch_texts": wrong})

@@ -123,6 +123,15 @@ def test_a_static_model_serves_the_dense_contract(static_pool):
         call(app, EMBED_SPARSE_TASK, ["a text"])
 
 
+def test_a_static_model_takes_tasks_of_thousands_of_texts_and_names_its_limit(static_pool):
+    """A static entry's per-task limit is 4,096 texts (INFERENCE_MAX_BATCH_TEXTS stays 256 for the rest)."""
+    app = static_pool["app"]
+    texts = [TICKETS[index % len(TICKETS)] for index in range(1000)]
+    assert call(app, EMBED_TASK, texts, encoding="f32-base64")["count"] == 1000
+    with pytest.raises(Exception, match=r"4097 texts is more than the limit of 4096 per task .*max_batch_texts"):
+        call(app, EMBED_TASK, [TICKETS[index % len(TICKETS)] for index in range(4097)], encoding="f32-base64")
+
+
 @pytest.mark.parametrize("problem", ["missing", "other-model2vec"])
 def test_a_static_entry_that_cannot_be_served_stops_the_worker_naming_distil_model(
     problem, start_worker, static_dir, tmp_path

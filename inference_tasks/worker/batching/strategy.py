@@ -40,7 +40,7 @@ def batcher_for(consumer: Any) -> Batcher:
         return current[1]
     if current is not None:
         current[1].close()
-    max_texts = min(settings.microbatch_max_texts, settings.max_batch_texts)
+    max_texts = min(settings.microbatch_max_texts, settings.task_max_texts)
     batcher = Batcher(consumer, max_texts, settings.microbatch_wait_ms / 1000, settings.max_text_chars)
     setattr(consumer, BATCHER_ATTRIBUTE, (connection, batcher))
     return batcher
