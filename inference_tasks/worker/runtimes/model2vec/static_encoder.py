@@ -27,7 +27,6 @@ class StaticEncoder:
     """A static model: DenseEncoder and SpanTokenizer (capabilities.py), CPU only."""
 
     backend = MODEL2VEC_RUNTIME
-    engine = "model2vec"
 
     def __init__(self, source: str, path: Path, device: str) -> None:
         if device != "cpu":
