@@ -83,7 +83,6 @@ def distil(
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         if target.exists():
             shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -33,10 +33,10 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return json.loads(manifest.read_text()) if manifest.is_file() else None
 
 
-def check_manifest(path: Path) -> None:
-    """StaticModelError unless `path` holds a model2vec model this release reads: its files, and (for one
-    distil-model made) a manifest written by the same model2vec series. A static model from the hub
-    (pull-model) carries no manifest and is read as model2vec reads it."""
+def check_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the static model at `path` ({} for one from the hub, pulled: it carries none and is
+    read as model2vec reads it); StaticModelError unless `path` holds a model2vec model this release
+    reads: its files, and a manifest written by the same model2vec series."""
     missing = [name for name in MODEL_FILES if not (path / name).is_file()]
     if missing:
         raise StaticModelError(
@@ -49,3 +49,4 @@ def check_manifest(path: Path) -> None:
             f"{path} was distilled by model2vec {manifest.get('model2vec')}, this worker has {model2vec_version()}: "
             f"run `{DISTIL_COMMAND} {manifest.get('teacher', {}).get('alias', '<alias>')} --force` again"
         )
+    return manifest or {}

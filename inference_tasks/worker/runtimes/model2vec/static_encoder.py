@@ -9,13 +9,12 @@ normalizes, so a unit-length vector is one to float32's precision.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inference_tasks.config.defaults import MODEL2VEC_RUNTIME
-from inference_tasks.worker.runtimes.model2vec.manifest import MANIFEST_FILE, check_manifest
+from inference_tasks.worker.runtimes.model2vec.manifest import check_manifest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,18 +30,18 @@ class StaticEncoder:
     def __init__(self, source: str, path: Path, device: str) -> None:
         if device != "cpu":
             raise ValueError(f"a static model runs on the CPU only (model2vec), not {device!r}")
-        check_manifest(path)
+        manifest = check_manifest(path)
         from model2vec import StaticModel
         from tokenizers import Tokenizer
 
         self._model = StaticModel.from_pretrained(path)
-        manifest = json.loads((path / MANIFEST_FILE).read_text()) if (path / MANIFEST_FILE).is_file() else {}
         # The name results carry: the one distil-model gave it, else the source as configured.
         self.name: str = manifest.get("name") or source
         self.device = device
         self.dim = int(self._model.dim)
         self.precision: str | None = PRECISIONS.get(self._model.embedding_dtype, self._model.embedding_dtype)
         self.threads: int | None = None
+        # Reported like any model's; a call is one lookup whatever its size (encode does not split it).
         self.batch_size = 1024
         self.max_pass_tokens: int | None = None
         self._always_normalize = bool(self._model.normalize)
@@ -53,10 +52,12 @@ class StaticEncoder:
         self._unknown = self._model.unk_token_id
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
+        """Every text in one model2vec batch: a lookup has no padding to bound, and splitting 256 texts into
+        the worker's passes of 32 cost a fifth more (docs/benchmarks.md, "The static lane")."""
         import numpy as np
 
         vectors = self._model.encode(
-            list(texts), max_length=self._max_length, batch_size=self.batch_size, show_progress_bar=False,
+            list(texts), max_length=self._max_length, batch_size=max(1, len(texts)), show_progress_bar=False,
             use_multiprocessing=False, normalize=False,
         ).astype(np.float32)  # fmt: skip
         if normalize or self._always_normalize:

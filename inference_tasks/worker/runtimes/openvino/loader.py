@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING
 from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from inference_tasks.worker.runtimes.capabilities import DenseEncoder
     from inference_tasks.worker.runtimes.load_options import LoadOptions
+    from inference_tasks.worker.runtimes.openvino.precision_choice import PrecisionChoice
 
 logger = logging.getLogger(__name__)
 
@@ -26,31 +29,35 @@ def start_problem(source: str, options: LoadOptions) -> str | None:
         is_exported,
         missing_export_message,
         runtime_missing,
-        served_export_path,
     )
-    from inference_tasks.worker.runtimes.openvino.precision_choice import STALE_EXPORT, served_precision
+    from inference_tasks.worker.runtimes.openvino.precision_choice import STALE_EXPORT
 
-    if options.cache is None:
-        return "the OpenVINO backend needs the model cache directory (INFERENCE_MODEL_CACHE)"
-    files = resolve_model_path(source)
-    choice = served_precision(options.precision, source, files, options.cache)
+    try:
+        choice, path = served_export(source, options)
+    except ValueError as error:
+        return str(error)
     if choice.how == STALE_EXPORT:
         logger.warning("openvino precision: serving %s, %s", choice.precision, choice.why)
-    path = served_export_path(source, files, options.cache, choice.precision)
     return runtime_missing() or (None if is_exported(path) else missing_export_message(source, path, choice.precision))
 
 
 def load_dense_encoder(source: str, device: str, options: LoadOptions) -> DenseEncoder:
-    from inference_tasks.worker.runtimes.openvino.export_paths import served_export_path
     from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
+
+    choice, path = served_export(source, options)
+    encoder = OpenVinoEncoder(source, path, choice.precision)
+    encoder.precision_choice = choice.as_dict()
+    return encoder
+
+
+def served_export(source: str, options: LoadOptions) -> tuple[PrecisionChoice, Path]:
+    """The precision this host serves `source` in (measured, or as INFERENCE_OPENVINO_PRECISION says) and
+    the export directory that holds it; ValueError without a model cache."""
+    from inference_tasks.worker.runtimes.openvino.export_paths import served_export_path
     from inference_tasks.worker.runtimes.openvino.precision_choice import served_precision
 
     if options.cache is None:
         raise ValueError("the OpenVINO backend needs the model cache directory (INFERENCE_MODEL_CACHE)")
-    path = resolve_model_path(source)
-    choice = served_precision(options.precision, source, path, options.cache)
-    encoder = OpenVinoEncoder(
-        source, served_export_path(source, path, options.cache, choice.precision), choice.precision
-    )
-    encoder.precision_choice = choice.as_dict()
-    return encoder
+    files = resolve_model_path(source)
+    choice = served_precision(options.precision, source, files, options.cache)
+    return choice, served_export_path(source, files, options.cache, choice.precision)
