@@ -101,13 +101,14 @@ def main() -> None:
 
     threads.set_thread_env(os.environ, 1)
     threads.set_offline_env(os.environ)
-    from inference_tasks.worker.runtimes.openvino.held_out import (
+    from inference_tasks.worker.runtimes.accuracy_gate import GATE_MIN_COSINE, min_cosines
+    from inference_tasks.worker.runtimes.held_out import (
         REPEATED_TOKENS,
         UNSEEN_REPEATED_TOKENS,
         recombined_corpus_texts,
         sentences,
     )
-    from inference_tasks.worker.runtimes.openvino.measure import BATCH_TEXTS, GATE_MIN_COSINE, min_cosines, timings
+    from inference_tasks.worker.runtimes.openvino.measure import BATCH_TEXTS, timings
     from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 
     recipes = list(QUICK_RECIPES if args.quick else RECIPES)

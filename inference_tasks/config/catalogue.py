@@ -103,6 +103,12 @@ class ModelEntry:
     # Texts one task may carry; None: INFERENCE_MAX_BATCH_TEXTS (a static model: KIND_MAX_BATCH_TEXTS).
     max_batch_texts: int | None = None
 
+    @property
+    def exportable(self) -> bool:
+        """Whether `export-model` can export this model for a CPU runtime: a dense sentence-transformers
+        model, not one whose kind fixes its runtime nor the multilingual model's own numpy runtime."""
+        return self.kind not in FIXED_RUNTIMES and self.backend != NUMPY_RUNTIME
+
     def runtime(self, default: str) -> str:
         """The runtime that runs this model: its kind's own (FIXED_RUNTIMES: torch for a cross-encoder or a
         sparse encoder, model2vec for a static model), else the entry's backend, else `default` (INFERENCE_BACKEND)."""

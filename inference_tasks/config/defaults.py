@@ -118,11 +118,16 @@ DEFAULT_MAX_TRAIN_TEXTS = 20_000
 DEFAULT_MIN_EXAMPLES_PER_LABEL = 4
 DEFAULT_MAX_CORPUS_TEXTS = 200_000
 DEFAULT_CORPUS_EXPIRES_S = 86_400
-# The runtime that runs the model's forward pass. torch: sentence-transformers on PyTorch. openvino:
-# the same model exported once to OpenVINO IR (`inference-tasks export-model --backend openvino`),
-# tokenized and pooled exactly as sentence-transformers does (worker/runtimes/openvino/); 2.3-4x the
-# sentences per core measured here (docs/benchmarks.md). CPU only.
-BACKENDS = ("torch", "openvino")
+# The runtime that runs the model's forward pass. auto (the default): whatever `inference-tasks
+# export-model` measured fastest on this host for each request size, among the CPU runtimes installed
+# (worker/runtimes/auto/; a worker makes that measurement itself at its first start), torch where none
+# can be measured or the device is a GPU. torch: sentence-transformers' model on PyTorch. openvino: the
+# model exported to OpenVINO IR (`export-model --backend openvino`), in its measured precision.
+# ctranslate2: the model converted to CTranslate2 with int8 weights (`export-model --backend
+# ctranslate2`). Every runtime tokenizes and pools as sentence-transformers does (docs/benchmarks.md).
+AUTO_RUNTIME = "auto"
+BACKENDS = (AUTO_RUNTIME, "torch", "openvino", "ctranslate2")
+DEFAULT_BACKEND = AUTO_RUNTIME
 # The runtime of the built-in multilingual model: its own numpy forward pass (worker/runtimes/numpy/).
 NUMPY_RUNTIME = "numpy"
 # The runtime of static models (catalogue kind "static"): model2vec's numpy lookup (worker/runtimes/model2vec/).
@@ -132,6 +137,7 @@ RUNTIMES = (*BACKENDS, NUMPY_RUNTIME, MODEL2VEC_RUNTIME)
 # The runtimes that run on the CPU only, and what each is (messages).
 CPU_ONLY_RUNTIMES = {
     "openvino": "OpenVINO runtime",
+    "ctranslate2": "CTranslate2 runtime (CPU build)",
     NUMPY_RUNTIME: "its own numpy runtime",
     MODEL2VEC_RUNTIME: "model2vec's numpy runtime",
 }

@@ -44,7 +44,7 @@ class Settings:
     encode_batch_size_cuda: int = defaults.DEFAULT_ENCODE_BATCH_SIZE_CUDA
     # float16 / bfloat16 halve a CUDA child's weights and speed up its passes; never on CPU.
     cuda_dtype: str = defaults.DEFAULT_CUDA_DTYPE
-    backend: str = "torch"
+    backend: str = defaults.DEFAULT_BACKEND
     openvino_precision: str = "auto"
     torch_engine: str = "auto"
     # Where `export-model` writes (and workers read) exported models; unset: the user's cache
@@ -149,9 +149,8 @@ class Settings:
         from inference_tasks.config.entry_fields import CatalogueError
 
         catalogue, entry = served_entry(load_catalogue(self.models_file), self.model)
-        # The one check of runtime against device (the served model's runtime, as model_backend says it:
-        # a cross-encoder or sparse encoder runs on torch whatever INFERENCE_BACKEND is).
-        runtime = entry.runtime(self.backend)
+        # The one check of runtime against device (the served model's runtime, as model_backend says it).
+        runtime = self.runtime_of(entry)
         if runtime in defaults.CPU_ONLY_RUNTIMES and self.device != devices.CPU:
             raise CatalogueError(
                 f"model {entry.alias!r} runs on {runtime} ({defaults.CPU_ONLY_RUNTIMES[runtime]}), on the CPU only: "
@@ -176,9 +175,12 @@ class Settings:
 
     @property
     def model_backend(self) -> str:
-        """The served model's runtime: its catalogue entry's backend, else INFERENCE_BACKEND; torch for a
-        cross-encoder or a sparse encoder, whatever INFERENCE_BACKEND says (ModelEntry.runtime)."""
-        return self.served_model.runtime(self.backend)
+        return self.runtime_of(self.served_model)
+
+    def runtime_of(self, entry: ModelEntry) -> str:
+        """`entry`'s runtime (ModelEntry.runtime) on this worker: auto means torch off the CPU."""
+        runtime = entry.runtime(self.backend)
+        return "torch" if runtime == defaults.AUTO_RUNTIME and self.device != devices.CPU else runtime
 
     @property
     def model_cache_dir(self) -> Path:

@@ -1,7 +1,7 @@
 """The calibration corpus shipped with the package (calibration_texts.jsonl, beside this module: the
 support tickets, short, odd, multilingual and long texts). Read by the int8/uint8 encodings' ranges
 (worker/tasks/calibration.py), the int8 export's calibration (worker/runtimes/openvino/export.py) and the export gate's
-held-out texts (worker/runtimes/openvino/held_out.py), which recombine its words."""
+held-out texts (worker/runtimes/held_out.py), which recombine its words."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from inference_tasks.config import Settings
 from inference_tasks.config.defaults import ENV_PREFIX
 from inference_tasks.ops.precision_report import precision_finding
 from inference_tasks.ops.runtime_labels import device_label, runtime_label, runtime_name
+from inference_tasks.ops.runtime_report import runtime_finding
 
 OK = "OK"
 PROBLEM = "PROBLEM"
@@ -193,10 +194,12 @@ def check_model(settings: Settings) -> Check:
         dim = len(encoder.encode(["doctor"], normalize=True)[0])
     except Exception as error:  # noqa: BLE001 - any failure to load is the finding
         fix = f"fix {ENV_PREFIX}MODEL or {ENV_PREFIX}MODELS_FILE"
-        if settings.model_backend == "openvino":
-            fix += " or run `inference-tasks export-model --backend openvino` (and install the openvino extra)"
+        if settings.model_backend in ("openvino", "ctranslate2"):
+            fix += f" or run `inference-tasks export-model --backend {settings.model_backend}` (and install its extra)"
         return Check("model", False, f"{settings.model or 'the default model'} failed to load: {error}", fix)
     runtime = f"{runtime_name(encoder.backend, getattr(encoder, 'engine', None))} {encoder.precision}"
+    if choice := getattr(encoder, "runtime_choice", None):
+        runtime = f"auto: {choice['served']}" + (f" ({choice['why']})" if choice["how"] == "fallback" else "")
     took = time.perf_counter() - started
     return Check("model", True, f"{encoder.name} loads on {runtime} ({dim} dims, {took:.1f} s here)")
 
@@ -287,5 +290,7 @@ def run_doctor(app: Any, console: Any, check_the_model: bool = True, timeout: fl
     checks.append(worker_check(replies, verdicts))
     if found := precision_finding(replies):
         checks.append(Check("openvino precision", *found))
+    if found := runtime_finding(replies):
+        checks.append(Check("auto runtime", *found))
     render(checks, verdicts, console)
     return 0 if all(check.ok for check in checks) else 1

@@ -113,6 +113,7 @@ class InferenceCollector(Collector):
     def _worker_metrics(self) -> Iterator[Any]:
         from inference_tasks.ops.doctor import ask_workers
         from inference_tasks.ops.precision_report import precision_metric
+        from inference_tasks.ops.runtime_report import runtime_metric
 
         try:
             replies = ask_workers(self.app, self.broadcast_timeout)
@@ -124,6 +125,7 @@ class InferenceCollector(Collector):
         yield from _child_metrics(replies)
         yield from _host_metrics(replies)
         yield from precision_metric(replies)
+        yield from runtime_metric(replies)
 
 
 def _child_metrics(replies: dict[str, Any]) -> Iterator[Any]:

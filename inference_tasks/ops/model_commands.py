@@ -25,7 +25,14 @@ def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
 
 
 @click.command("export-model")
-@click.option("--backend", type=click.Choice(["openvino"]), required=True, help="The runtime to export for.")
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "openvino", "ctranslate2"]),
+    default="auto",
+    show_default=True,
+    help="auto: export for every CPU runtime installed, time them all here and record the fastest at each "
+    "request size (what INFERENCE_BACKEND=auto, the default, serves); openvino or ctranslate2: that one alone.",
+)
 @click.option(
     "--model", default=None, help="The catalogue alias to export (default: INFERENCE_MODEL, else the default)."
 )
@@ -34,30 +41,57 @@ def served_model(model: str | None) -> tuple[Any, dict[str, str]]:
     type=click.Choice(["auto", "f32", "int8"]),
     default="auto",
     show_default=True,
-    help="auto: both exports, then each precision this CPU runs (f32, bf16, int8) timed here with one thread "
-    "and gated against torch; the fastest that passes is what INFERENCE_OPENVINO_PRECISION=auto serves. "
-    "f32: the full-precision IR alone; int8: that IR quantized by NNCF (INFERENCE_OPENVINO_PRECISION=int8).",
+    help="OpenVINO only. auto: both exports, then each precision this CPU runs (f32, bf16, int8) timed here with "
+    "one thread and gated against torch; the fastest that passes is what INFERENCE_OPENVINO_PRECISION=auto "
+    "serves. f32: the full-precision IR alone; int8: that IR quantized by NNCF (INFERENCE_OPENVINO_PRECISION=int8).",
 )
 @click.option("--force", is_flag=True, help="Export (and measure) again even if a complete export exists.")
 def export_model_command(backend: str, model: str | None, precision: str, force: bool) -> None:
-    """Export a model for a backend, once and offline, into INFERENCE_MODEL_CACHE (workers with
-    INFERENCE_BACKEND=openvino read it there and refuse to start without it)."""
+    """Export a model for its runtime, once and offline, into INFERENCE_MODEL_CACHE (workers read it there;
+    an auto worker that finds nothing makes it at its first start)."""
+    settings, _ = served_model(model)
+    if not settings.served_model.exportable:
+        alias = settings.served_model.alias
+        raise click.ClickException(f"model {alias!r} runs on {settings.model_backend}: there is nothing to export")
+    if backend == "auto":
+        from inference_tasks.worker.runtimes.auto.export import export_auto, report_lines
+
+        try:
+            record = export_auto(settings, force=force, log=click.echo)
+        except Exception as error:  # noqa: BLE001 - a worker's first start shows this line as its reason
+            raise click.ClickException(f"auto: {type(error).__name__}: {error}") from None
+        for line in report_lines(record):
+            click.echo(line)
+    elif backend == "ctranslate2":
+        export_ctranslate2_only(settings, force)
+    else:
+        export_openvino_only(settings, precision, force)
+
+
+def export_ctranslate2_only(settings: Any, force: bool) -> None:
+    from inference_tasks.worker.runtimes.ctranslate2.export import export_ctranslate2
+    from inference_tasks.worker.runtimes.ctranslate2.export_paths import runtime_missing
+
+    if problem := runtime_missing():
+        raise click.ClickException(problem)
+    done = export_ctranslate2(settings, force=force)
+    verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
+    click.echo(f"ctranslate2: {verb}: {done.path}")
+
+
+def export_openvino_only(settings: Any, precision: str, force: bool) -> None:
     from inference_tasks.worker.runtimes.openvino.export import export_openvino, export_openvino_int8
     from inference_tasks.worker.runtimes.openvino.export_paths import runtime_missing
 
     if problem := runtime_missing():
         raise click.ClickException(problem)
-    settings, _ = served_model(model)
-    if settings.model_backend == "numpy":
-        alias = settings.served_model.alias
-        raise click.ClickException(f"model {alias!r} runs on its own numpy runtime: there is nothing to export")
     exports = [("", export_openvino)] if precision != "int8" else []
     exports += [(" int8", export_openvino_int8)] if precision != "f32" else []
     made = {}
     for label, export in exports:
         done = made[label] = export(settings, force=force)
         verb = f"exported in {done.seconds:.1f} s" if done.created else "already exported"
-        click.echo(f"{backend}{label}: {verb}: {done.path}")
+        click.echo(f"openvino{label}: {verb}: {done.path}")
     if precision == "auto":
         from inference_tasks.worker.runtimes.openvino.measure import measure_and_report
 

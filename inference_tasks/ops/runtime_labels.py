@@ -6,7 +6,10 @@ from typing import Any
 
 
 def runtime_label(report: dict[str, Any]) -> str:
-    """The model runtime and the precision its children compute in, e.g. "torch/native-bert f32"."""
+    """The model runtime and the precision its children compute in, e.g. "torch/native-bert f32"; an auto
+    worker's route, e.g. "auto: ctranslate2 int8"."""
+    if choice := report.get("runtime_choice"):
+        return f"auto: {choice['served']}"
     precisions = sorted({child.get("precision") or "?" for child in report["children"]}) or ["?"]
     return f"{runtime_name(report.get('backend', 'torch'), report.get('engine'))} {'/'.join(precisions)}"
 

@@ -34,6 +34,10 @@ SUCCEEDED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] succeeded")
 INCLUDED_TASK_NAMES = "tests.*"
 # Settings that would leak from the caller's shell into started processes.
 _LEAKY_ENV_PREFIXES = ("INFERENCE_", "REDIS_URL", "CELERY_", "OMP_", "MKL_", "OPENBLAS_NUM", "RAYON_")
+# The runtime every started process serves unless a test or benchmark names another (backend=...): torch,
+# whose vectors the suite compares with sentence-transformers' own to 1e-5. The default (auto) has its
+# own tests (tests/worker/test_auto_runtime.py); backend=None starts a process with no runtime setting.
+STARTED_BACKEND = "torch"
 
 
 class MissingProgram(RuntimeError):
@@ -49,6 +53,7 @@ def free_port() -> int:
 def clean_env(base: Mapping[str, str], **overrides: str) -> dict[str, str]:
     """`base` (the caller's environment) without project or thread settings, plus `overrides`."""
     env = {k: v for k, v in base.items() if not k.startswith(_LEAKY_ENV_PREFIXES)}
+    env["INFERENCE_BACKEND"] = STARTED_BACKEND
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
     env.update(overrides)
@@ -257,7 +262,11 @@ def start_worker(
     if include and "extra_tasks" not in settings:
         settings["extra_tasks"] = INCLUDED_TASK_NAMES
     env = clean_env(base_env, REDIS_URL=redis_url, **(extra_env or {}))
-    env.update({f"INFERENCE_{key.upper()}": str(value) for key, value in settings.items()})
+    for key, value in settings.items():  # None: the setting unset, as a user who never names it
+        if value is None:
+            env.pop(f"INFERENCE_{key.upper()}", None)
+        else:
+            env[f"INFERENCE_{key.upper()}"] = str(value)
     log_dir.mkdir(parents=True, exist_ok=True)
     worker = WorkerProcess(
         name,

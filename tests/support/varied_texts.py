@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from inference_tasks.worker.runtimes.openvino.held_out import recombined
+from inference_tasks.worker.runtimes.held_out import recombined
 
 TICKETS = Path(__file__).resolve().parents[2] / "data" / "support_tickets.jsonl"
 OTHER = [

@@ -35,7 +35,7 @@ def test_without_a_file_the_catalogue_is_the_packaged_model_on_the_inference_que
     assert catalogue.models[BUILTIN_DEFAULT].source == DEFAULT_MODEL
     assert catalogue.queues_of(BUILTIN_DEFAULT) == ["inference", "inference.minilm"]
     settings = Settings()
-    assert settings.served_model.alias == "minilm" and settings.model_backend == "torch"
+    assert settings.served_model.alias == "minilm" and settings.model_backend == "auto"
 
 
 def test_a_file_adds_models_with_their_fields_and_may_change_the_default(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ max_seq_length = 512
     assert catalogue.queues_of("e5") == ["inference", "inference.e5"]
     assert catalogue.queues_of("minilm") == ["inference.minilm"]
     settings = Settings(models_file=str(path), model="minilm")
-    assert settings.served_model.alias == "minilm" and settings.model_backend == "torch"
+    assert settings.served_model.alias == "minilm" and settings.model_backend == "auto"
     assert Settings(models_file=str(path)).model_backend == "openvino"
 
 
@@ -85,7 +85,10 @@ max_seq_length = 512
             '[models.e5]\nkind = "sparse"\nsource = "/tmp"\nbackend = "openvino"\n',
             "SparseEncoder (a local directory or a hub id) run by torch (source '/tmp', backend 'openvino')",
         ),
-        ('[models.e5]\nbackend = "onnx"\n', "models.e5.backend: must be one of ('torch', 'openvino')"),
+        (
+            '[models.e5]\nbackend = "onnx"\n',
+            "models.e5.backend: must be one of ('auto', 'torch', 'openvino', 'ctranslate2')",
+        ),
         ("[models.e5]\nprompts = { query = 1 }\n", 'models.e5.prompts: must be a table of name = "prefix"'),
         ('[models.e5]\ndefault_prompt = "query"\n', "models.e5.default_prompt: 'query' is not one of its prompts"),
         ("[models.e5]\nmax_seq_length = 0\n", "models.e5.max_seq_length: must be a whole number from 1 to 8192"),

@@ -76,7 +76,7 @@ def test_a_measurement_from_another_cpu_is_served_and_flagged(tmp_path):
 def test_the_gate_tests_runs_of_repeated_tokens_the_int8_export_was_not_calibrated_on():
     """The gate's repetitive texts and the int8 export's repetitive calibration texts share no word, and
     a recipe that changes anything the scales depend on gets another digest (export-model redoes it)."""
-    from inference_tasks.worker.runtimes.openvino.held_out import (
+    from inference_tasks.worker.runtimes.held_out import (
         REPEATED_TOKENS,
         UNSEEN_REPEATED_TOKENS,
         held_out_texts,

@@ -332,6 +332,20 @@ def test_one_text_measures_a_lone_worker_per_runtime_from_the_push(tmp_path):
         assert row["over_own_work_from_call_ms"] >= row["over_own_work_ms"] > 0 and row["queue_p50_ms"] >= 0
 
 
+@pytest.mark.worker
+@pytest.mark.long
+def test_fast_default_compares_the_default_worker_with_each_explicit_runtime(tmp_path):
+    report = _run("fast_default", tmp_path / "fast_default.json")
+    assert set(report["celery"]) == {"default (auto)", "torch", "openvino bf16", "ctranslate2 int8"}
+    for row in report["celery"].values():
+        assert row["tasks"] == 5 and row["sentences_per_s"] > 0
+        assert row["push_to_stored_p50_ms"] > row["inference_p50_ms"]
+    anchors = {"torch f32", "openvino bf16", "openvino bf16, static shapes", "ctranslate2 int8"}
+    assert set(report["in_process"]) == anchors
+    assert report["in_process"]["torch f32"]["min_cosine"] == pytest.approx(1.0, abs=1e-5)
+    assert "auto: serves" in report["race"]
+
+
 @pytest.mark.long
 def test_int8_recipes_times_and_gates_each_recipe_beside_the_float_precisions(tmp_path):
     report = _run("int8_recipes", tmp_path / "int8_recipes.json", "--profile")

@@ -13,8 +13,9 @@ import pytest
 
 from inference_tasks.config import Settings
 from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE, WORKER_INFO_TASK
-from inference_tasks.worker.runtimes.openvino.export_paths import IR_FILE, MANIFEST_FILE
-from inference_tasks.worker.runtimes.openvino.held_out import UNSEEN_REPEATED_TOKENS
+from inference_tasks.worker.runtimes.export_files import MANIFEST_FILE
+from inference_tasks.worker.runtimes.held_out import UNSEEN_REPEATED_TOKENS
+from inference_tasks.worker.runtimes.openvino.export_paths import IR_FILE
 from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 from tests.support.control import worker_report
 from tests.support.local import clean_env

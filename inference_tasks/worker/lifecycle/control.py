@@ -105,6 +105,9 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "openvino_precision": settings.openvino_precision,
         # What the preloaded model serves and why (worker/runtimes/openvino/precision_choice.py); None off OpenVINO.
         "precision_choice": getattr(holder.served, "precision_choice", None),
+        # With INFERENCE_BACKEND=auto: what the preloaded model serves per request size, how and why
+        # (worker/runtimes/auto/loader.py); None on any other runtime.
+        "runtime_choice": getattr(holder.served, "runtime_choice", None),
         "mps_active": gpu.mps_active(),
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,

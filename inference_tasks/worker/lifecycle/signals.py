@@ -49,7 +49,7 @@ from inference_tasks.worker.lifecycle.start_checks import (
     refuse_to_start_without_the_runtime,
 )
 from inference_tasks.worker.runtimes.load_options import LoadOptions
-from inference_tasks.worker.runtimes.registry import import_runtime
+from inference_tasks.worker.runtimes.registry import import_runtime, prepare_runtime
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
@@ -95,9 +95,12 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     threads.set_offline_env(os.environ)
     if record.threads is not None:
         threads.set_thread_env(os.environ, record.threads)
+    options = LoadOptions.of(settings)
+    if record.profile == PROFILE_INFERENCE:
+        prepare_runtime(settings, options.runtime)
     refuse_to_start_without_the_runtime(settings)
     started = time.perf_counter()
-    import_runtime(settings.model_backend, for_training=record.profile == PROFILE_TRAINER)
+    import_runtime(settings.served_model.source, options, for_training=record.profile == PROFILE_TRAINER)
     record.import_seconds = time.perf_counter() - started
     record.main_pid = os.getpid()
     if prefork and record.profile == PROFILE_INFERENCE and settings.preload_model:

@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 # The precision each slot's model computes in (the runtime's own choice for OpenVINO's "auto"),
 # as an index into PRECISIONS; 0 = not yet known.
-PRECISIONS = ("", "f32", "bf16", "f16", "int8")
+# Two joined by "/": an auto child routing small and large passes to two precisions (runtimes/auto/).
+PRECISIONS = ("", "f32", "bf16", "f16", "int8", "int8/bf16", "int8/f32", "bf16/int8", "f32/int8", "int8/bf16/f32")
 
 
 class SlotTable:

@@ -19,6 +19,9 @@ class LoadOptions:
     cache: Path | None = None
     precision: str = "auto"
     torch_engine: str = "auto"
+    # OpenVINO: the one-text static shapes to compile beside the dynamic model (the auto runtime asks for
+    # openvino_encoder.SHAPE_BUCKETS; an explicit INFERENCE_BACKEND=openvino worker compiles none).
+    shape_buckets: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, settings: Settings) -> LoadOptions:

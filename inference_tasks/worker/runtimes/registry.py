@@ -11,9 +11,10 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from inference_tasks.config.defaults import MODEL2VEC_RUNTIME, NUMPY_RUNTIME
+from inference_tasks.config.defaults import AUTO_RUNTIME, MODEL2VEC_RUNTIME, NUMPY_RUNTIME
 
 if TYPE_CHECKING:
+    from inference_tasks.config import Settings
     from inference_tasks.worker.runtimes.capabilities import DenseEncoder
     from inference_tasks.worker.runtimes.load_options import LoadOptions
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 RUNTIME_LOADERS = {
     "torch": "inference_tasks.worker.runtimes.torch.loader",
     "openvino": "inference_tasks.worker.runtimes.openvino.loader",
+    "ctranslate2": "inference_tasks.worker.runtimes.ctranslate2.loader",
+    AUTO_RUNTIME: "inference_tasks.worker.runtimes.auto.loader",
     NUMPY_RUNTIME: "inference_tasks.worker.runtimes.numpy.loader",
     MODEL2VEC_RUNTIME: "inference_tasks.worker.runtimes.model2vec.loader",
 }
@@ -33,12 +36,26 @@ def runtime_loader(runtime: str) -> ModuleType:
     return importlib.import_module(RUNTIME_LOADERS[runtime])
 
 
-def import_runtime(runtime: str, for_training: bool = False) -> None:
-    """Import what `runtime` uses, and nothing else (the worker's main process: loaded once there, shared
-    by fork; docs/benchmarks.md, "Cold start per runtime"); the trainer's libraries for a trainer."""
-    names = TRAINING_IMPORTS if for_training else runtime_loader(runtime).IMPORTS
+def import_runtime(source: str, options: LoadOptions, for_training: bool = False) -> None:
+    """Import what the runtime `options` name uses for `source`, and nothing else (the worker's main
+    process: loaded once there, shared by fork; docs/benchmarks.md, "Cold start per runtime"): its
+    loader's `imports(source, options)` where what it runs depends on a record (auto), else its IMPORTS;
+    the trainer's libraries for a trainer."""
+    loader = runtime_loader(options.runtime)
+    if for_training:
+        names: tuple[str, ...] = TRAINING_IMPORTS
+    else:
+        names = loader.imports(source, options) if hasattr(loader, "imports") else loader.IMPORTS
     for name in names:
         importlib.import_module(name)
+
+
+def prepare_runtime(settings: Settings, runtime: str) -> None:
+    """What `runtime` does once at a worker's start, in its main process, before the start checks (its
+    loader's `prepare`: the auto runtime exports and measures a model this host has not measured)."""
+    prepare = getattr(runtime_loader(runtime), "prepare", None)
+    if prepare is not None:
+        prepare(settings)
 
 
 def start_problem(source: str, options: LoadOptions) -> str | None:

@@ -12,18 +12,14 @@ half export that a worker would load.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inference_tasks.worker.runtimes.export_files import MANIFEST_FILE, Export, export_served_model, write_export
 from inference_tasks.worker.runtimes.openvino.export_paths import (
     FRAMEWORK_WEIGHTS,
     IR_FILE,
-    MANIFEST_FILE,
     export_path,
     int8_export_path,
     is_exported,
@@ -40,26 +36,10 @@ EXAMPLE_TEXTS = ["an example", "a second, somewhat longer example text"]
 CALIBRATION_BATCH = 8
 
 
-@dataclass(frozen=True)
-class Export:
-    path: Path
-    created: bool
-    seconds: float
-
-
 def export_openvino(settings: Settings, force: bool = False) -> Export:
     """The OpenVINO export of the served model (INFERENCE_MODEL) under settings.model_cache_dir, made if missing."""
-    from inference_tasks.worker.host.threads import set_offline_env
-    from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
-    model = settings.served_model.source
-    source = resolve_model_path(model)
-    target = export_path(model, source, settings.model_cache_dir)
-    if is_exported(target) and not force:
-        return Export(target, False, 0.0)
-    set_offline_env(os.environ)  # nothing is downloaded: the model and its tokenizer are local
-
-    def convert(staging: Path) -> dict[str, Any]:
+    def convert(model: str, source: Path, staging: Path) -> dict[str, Any]:
         _convert(source, staging / IR_FILE)
         return {
             "model": model,
@@ -69,28 +49,8 @@ def export_openvino(settings: Settings, force: bool = False) -> Export:
             "openvino": _openvino_version(),
         }
 
-    return _write_export(target, source, shutil.ignore_patterns(*FRAMEWORK_WEIGHTS), convert)
-
-
-def _write_export(
-    target: Path, copy_from: Path, ignore: Callable[..., Any], make: Callable[[Path], dict[str, Any]]
-) -> Export:  # fmt: skip
-    """Build an export in a staging directory beside `target` (copy_from's files, then `make` writes the
-    IR and returns the manifest), then rename it into place: a crash never leaves half an export."""
-    started = time.perf_counter()
-    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(copy_from, staging, ignore=ignore)
-    try:
-        manifest = make(staging)
-        manifest |= {"exported_at": time.time(), "seconds": round(time.perf_counter() - started, 2)}
-        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return Export(target, True, time.perf_counter() - started)
+    ignore = shutil.ignore_patterns(*FRAMEWORK_WEIGHTS)
+    return export_served_model(settings, export_path, is_exported, convert, ignore, force)
 
 
 def export_openvino_int8(settings: Settings, force: bool = False) -> Export:
@@ -126,7 +86,7 @@ def quantize_export(base: Path, target: Path, recipe: Int8Recipe) -> Export:
             "calibration": calibration,
         }
 
-    return _write_export(target, base, shutil.ignore_patterns("openvino", MANIFEST_FILE), quantize)
+    return write_export(target, base, shutil.ignore_patterns("openvino", MANIFEST_FILE), quantize)
 
 
 def _quantize(export: Path, ir_file: Path, recipe: Int8Recipe) -> dict[str, Any]:

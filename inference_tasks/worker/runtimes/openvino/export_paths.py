@@ -3,26 +3,19 @@ workers (loader.py), `export-model` (export.py) and `doctor`; no OpenVINO import
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
-from inference_tasks.worker.runtimes.model_files import WEIGHT_FILES, source_fingerprint
+from inference_tasks.worker.runtimes.export_files import MANIFEST_FILE, model_export_path, read_manifest
+from inference_tasks.worker.runtimes.model_files import WEIGHT_FILES
 
 IR_FILE = "openvino/openvino_model.xml"
-MANIFEST_FILE = "inference_tasks_export.json"
 # Files of a model directory the export leaves out: the framework weights (the IR carries its own).
 FRAMEWORK_WEIGHTS = WEIGHT_FILES
 
 
-class MissingExport(FileNotFoundError):
-    """INFERENCE_BACKEND=openvino but the model has not been exported (or the export is incomplete)."""
-
-
 def export_path(model: str, source: Path, cache: Path) -> Path:
     """Where the OpenVINO export of `model` (read from `source`) lives under the model cache."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(model).name).strip("-") or "model"
-    return cache / "openvino" / f"{name}-{source_fingerprint(source)}"
+    return model_export_path("openvino", model, source, cache)
 
 
 # INFERENCE_OPENVINO_PRECISION=int8 serves a second export beside the first: the same IR quantized
@@ -49,8 +42,7 @@ def is_exported(path: Path) -> bool:
 def quantized_by(path: Path) -> str | None:
     """The int8 recipe's digest an export's manifest records (int8_recipe.py); None when it records
     none (a full-precision export, or an int8 one from before recipes were recorded)."""
-    manifest = json.loads((path / MANIFEST_FILE).read_text()) if (path / MANIFEST_FILE).is_file() else {}
-    recipe = manifest.get("calibration", {}).get("recipe")
+    recipe = read_manifest(path).get("calibration", {}).get("recipe")
     return recipe if isinstance(recipe, str) else None
 
 

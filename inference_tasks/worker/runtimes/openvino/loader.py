@@ -45,7 +45,7 @@ def load_dense_encoder(source: str, device: str, options: LoadOptions) -> DenseE
     from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 
     choice, path = served_export(source, options)
-    encoder = OpenVinoEncoder(source, path, choice.precision)
+    encoder = OpenVinoEncoder(source, path, choice.precision, options.shape_buckets)
     encoder.precision_choice = choice.as_dict()
     return encoder
 

@@ -16,14 +16,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inference_tasks.worker.runtimes.openvino.held_out import held_out_texts, sentences
+from inference_tasks.worker.runtimes.accuracy_gate import GATE_MIN_COSINE, min_cosines
+from inference_tasks.worker.runtimes.held_out import held_out_texts, sentences
 from inference_tasks.worker.runtimes.openvino.precision_choice import has_bf16, host_cpu, write_record
 
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
 
-# The least cosine to torch's f32 vector, over every held-out text, that a candidate may serve with.
-GATE_MIN_COSINE = 0.99
 BATCH_TEXTS = 64
 SINGLES_PER_ROUND = 16
 ROUNDS = 4
@@ -67,23 +66,6 @@ def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds:
     }
     write_record(base, record)
     return record
-
-
-def min_cosines(source: Path, encoders: dict[str, Any], texts: list[str] | None = None) -> dict[str, float]:
-    """Each candidate's least cosine to sentence-transformers' own f32 vectors over `texts` (the
-    held-out texts unless given)."""
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-
-    from inference_tasks.worker.runtimes.torch.torch_model_facts import float32_weights
-
-    texts = held_out_texts() if texts is None else texts
-    torch_model = SentenceTransformer(str(source), device="cpu", local_files_only=True, model_kwargs=float32_weights())
-    reference = torch_model.encode(texts, normalize_embeddings=True, batch_size=32)
-    return {
-        name: float(np.min((reference * encoder.encode(texts, normalize=True)).sum(axis=1)))
-        for name, encoder in encoders.items()
-    }
 
 
 def timings(encoders: dict[str, Any], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:

@@ -22,10 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inference_tasks.worker.runtimes.export_files import MissingExport
 from inference_tasks.worker.runtimes.openvino.export_paths import (
     INT8,
     IR_FILE,
-    MissingExport,
     is_exported,
     missing_export_message,
 )
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 # one-thread child landed on the same core, at about half the speed (docs/benchmarks.md, "Figures
 # behind the code"). The kernel spreads one thread per child across cores by itself.
 BASE_CONFIG = {"NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
+# Token lengths of the static one-text shapes the auto runtime compiles beside the dynamic model: a lone
+# short text padded to the next of these runs 1.5-2 ms sooner than through the dynamic-shape model
+# (docs/benchmarks.md, "The fast default"); longer texts and batches take the dynamic model.
+SHAPE_BUCKETS = (16, 32)
 
 
 class OpenVinoEncoder(PipelineEncoder):
@@ -46,7 +50,7 @@ class OpenVinoEncoder(PipelineEncoder):
 
     backend = "openvino"
 
-    def __init__(self, name: str, path: Path, precision: str = "auto") -> None:
+    def __init__(self, name: str, path: Path, precision: str = "auto", shape_buckets: tuple[int, ...] = ()) -> None:
         if not is_exported(path):
             raise MissingExport(missing_export_message(name, path, precision))
         import openvino
@@ -68,6 +72,9 @@ class OpenVinoEncoder(PipelineEncoder):
         self._model = self._core.read_model(path / IR_FILE)
         self._inputs = [port.get_any_name() for port in self._model.inputs]
         self._request: Any = None
+        # One-text static shapes (SHAPE_BUCKETS), compiled beside the dynamic model when asked for.
+        self.shape_buckets = tuple(sorted(shape_buckets))
+        self._bucket_requests: dict[int, Any] = {}
 
     def compile(self, threads: int | None, op_counters: bool = False) -> None:
         """Compile for this process with `threads` inference threads (None: OpenVINO's default);
@@ -84,6 +91,13 @@ class OpenVinoEncoder(PipelineEncoder):
         self.precision = INT8 if self.precision_setting == INT8 else hint
         self.threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
         self._request = compiled.create_infer_request()
+        self._bucket_requests = {length: self._static_request(length, config) for length in self.shape_buckets}
+
+    def _static_request(self, length: int, config: dict[str, Any]) -> Any:
+        """An inference request for one text of exactly `length` tokens (a static-shape copy of the model)."""
+        model = self._model.clone()
+        model.reshape({name: [1, length] for name in self._inputs})
+        return self._core.compile_model(model, "CPU", config).create_infer_request()
 
     def op_times(self) -> list[tuple[str, str, str, float]]:
         """(node, operation type, kernel OpenVINO ran it with, milliseconds) per executed node of the last
@@ -99,7 +113,15 @@ class OpenVinoEncoder(PipelineEncoder):
             self.compile(None)
 
     def _hidden(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        return self._request.infer({name: batch[name] for name in self._inputs})[0]
+        texts, length = batch["input_ids"].shape
+        bucket = next((size for size in self.shape_buckets if length <= size), None) if texts == 1 else None
+        if bucket is None:
+            return self._request.infer({name: batch[name] for name in self._inputs})[0]
+        import numpy as np
+
+        # Padding is masked: the attention mask keeps it out of every real token's state and of the pooling.
+        padded = {name: np.pad(batch[name], ((0, 0), (0, bucket - length))) for name in self._inputs}
+        return self._bucket_requests[bucket].infer(padded)[0][:, :length]
 
     def place(self, device: str, dtype: str = "float32") -> None:
         if device != "cpu":
