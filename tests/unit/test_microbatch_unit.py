@@ -106,6 +106,7 @@ class FakeChildren:
     def __init__(self) -> None:
         self.idle = True
         self.all_idle = False  # some child busy: the batcher waits for more tasks
+        self.queued = False  # jobs waiting in the pool for a free child
         self.on_child_free: list = []
 
     def has_idle_child(self) -> bool:
@@ -113,6 +114,9 @@ class FakeChildren:
 
     def all_children_idle(self) -> bool:
         return self.all_idle
+
+    def has_queued_jobs(self) -> bool:
+        return self.queued
 
     def free_one(self) -> None:
         self.idle = True
@@ -183,6 +187,20 @@ def test_a_batch_whose_wait_is_over_keeps_gathering_until_a_child_is_free():
     consumer.children.free_one()
     [job] = consumer.pool.jobs
     assert [entry[1] for entry in job["args"][1]] == ["first", "second"]
+
+
+def test_a_batch_whose_wait_is_over_joins_jobs_already_queued_in_the_pool():
+    """Every child busy, but full-size tasks wait in the pool for the next one: held on, the batch would
+    be overtaken by each of them; it joins the queue when its wait is over (or at the next re-check)."""
+    consumer = FakeConsumer()
+    coalescer = batcher(consumer, max_texts=8)
+    consumer.children.idle = False
+    coalescer.add(one_text("first"))
+    consumer.timer.fire()  # wait over, every child busy, nothing queued: it keeps gathering
+    assert consumer.pool.jobs == [] and consumer.handled == []
+    consumer.children.queued = True  # a full-size task went to the pool directly
+    consumer.timer.fire()
+    assert [request.id for request in consumer.handled] == ["first"]
 
 
 def test_a_task_that_finds_every_child_idle_goes_at_once():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 
 import numpy as np
 import psutil
@@ -205,3 +206,34 @@ def test_batches_keep_flowing_while_every_child_recycles(start_worker):
         30,
         f"at least {replacements_at_least} replaced children",
     )
+
+
+def test_a_held_task_is_not_overtaken_forever_by_a_backfill_that_bypasses_batching(start_worker):
+    """Full-size tasks go to the pool without being held. Under a steady backfill of them at a lower
+    priority, with children recycling, a held one-text task used to wait for a free child that never
+    came: every child that finished took the full-size task already queued in the pool, and the next
+    one took its place (issue 64's benchmark hung on it). A held task now joins the pool's queue once
+    its wait is over: every one-text call is answered while the backfill runs."""
+    worker = start_worker(concurrency=2, max_tasks_per_child=10, max_tasks_per_child_jitter=0,
+                          microbatch_max_texts=8, microbatch_wait_ms=5)  # fmt: skip
+    app, client = worker.app, redis_client(worker.redis_url)
+    stop, sent = threading.Event(), []
+
+    def backfill() -> None:
+        while not stop.is_set():
+            if client.llen("inference:9") < 4:
+                batch = [SENTENCES[(len(sent) + i) % len(SENTENCES)] for i in range(8)]
+                sent.append(app.send_task(EMBED_TASK, args=[batch], priority=9, ignore_result=True))
+            stop.wait(0.002)
+
+    filler = threading.Thread(target=backfill, daemon=True)
+    filler.start()
+    try:
+        wait_until(lambda: len(sent) >= 8, RESULT_TIMEOUT_S, "the backfill to be flowing")
+        for index in range(40):
+            answer = app.send_task(EMBED_TASK, args=[[SENTENCES[index]]]).get(timeout=30)
+            assert len(answer["embeddings"]) == 1
+        assert filler.is_alive() and worker.log().count("child ready") > 2  # children were replaced meanwhile
+    finally:
+        stop.set()
+        filler.join(timeout=10)

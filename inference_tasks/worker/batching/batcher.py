@@ -14,9 +14,10 @@ if the child dies (tasks whose SUCCESS was already stored are not run again: Cel
 
 When a batch goes: as soon as it holds MAX_TEXTS texts; at once if its first task found every
 child idle (at low load there is nothing to wait for, so a lone task is never delayed);
-otherwise once the wait is over and a child is free to take it. While every child is busy,
-flushing would not start the work any sooner, only make the batch smaller: the batch keeps
-gathering until a child frees up (the pool tells the batcher, pool.py).
+otherwise once the wait is over and a child is free to take it. While every child is busy and
+nothing waits in the pool, flushing would not start the work any sooner, only make the batch
+smaller: the batch keeps gathering until a child frees up (the pool tells the batcher, pool.py).
+While other jobs already wait in the pool for a child, the batch joins them once its wait is over.
 
 Prefetch: the worker reserves `concurrency` messages (prefetch multiplier 1). A held task does
 not count against that: each adds one to the prefetch window while held, and a dispatched batch
@@ -131,8 +132,19 @@ class Batcher:
     def child_is_free(self) -> bool:
         return self.pool.has_idle_child() if hasattr(self.pool, "has_idle_child") else True
 
+    def jobs_queued_in_pool(self) -> bool:
+        return bool(self.pool.has_queued_jobs()) if hasattr(self.pool, "has_queued_jobs") else False
+
+    def may_go(self) -> bool:
+        """A child can take the batch now, or jobs already wait in the pool for the next free child.
+
+        In the second case the batch joins that queue: held on, it would be overtaken by every task
+        the consumer hands the pool directly (full-size tasks are never held), and under a steady
+        backfill of those a held task waited forever (docs/benchmarks.md, "Blocking calls")."""
+        return bool(self.child_is_free() or self.jobs_queued_in_pool())
+
     def on_wait_over(self) -> None:
-        """The first held task has waited the wait: go now if a child can take the batch.
+        """The first held task has waited the wait: go now if it may (`may_go`).
 
         Otherwise on_child_free sends it the moment a child finishes a job; a child that comes
         free another way (a recycled child's replacement starting) sends no such notice, so
@@ -140,14 +152,14 @@ class Batcher:
         once left a held batch waiting forever.
         """
         self.flush_timer = None
-        if self.child_is_free():
+        if self.may_go():
             self.flush()
         else:
             self.wait_over = True
             self.flush_timer = self.consumer.timer.call_after(RECHECK_S, self.on_wait_over)
 
     def on_child_free(self) -> None:
-        if self.wait_over and self.held and self.child_is_free():
+        if self.wait_over and self.held and self.may_go():
             self.flush()
 
     def flush(self) -> None:

@@ -64,6 +64,10 @@ class LastTaskAwareAsynPool(AsynPool):
         """A child is waiting for work and no job is queued for the next free one."""
         return not self.outbound_buffer and len(self._busy_workers) < len(self._all_inqueues)
 
+    def has_queued_jobs(self) -> bool:
+        """Jobs wait in the pool for the next free child (billiard's outbound buffer)."""
+        return bool(self.outbound_buffer)
+
     def all_children_idle(self) -> bool:
         """Every child is waiting for work (the worker is at low load)."""
         return not self.outbound_buffer and not self._busy_workers and bool(self._all_inqueues)
