@@ -20,7 +20,6 @@ from inference_tasks.redis_access.failover import NeverSwitchStrategy
 from inference_tasks.redis_access.keys import UNACKED_INDEX_KEY, UNACKED_KEY, UNACKED_MUTEX_KEY
 from inference_tasks.routing import (
     INFERENCE_QUEUE,
-    PRIORITY_SEPARATOR,
     PRIORITY_STEPS,
     PUBLIC_TASKS,
     TASK_ROUTES,
@@ -156,10 +155,10 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
         "dead_letter_max": settings.dead_letter_max,
         "dead_letter_ttl": settings.dead_letter_ttl_s,
         "durable_claim_ttl": settings.durable_claim_ttl_s,
-        # One Redis list per priority 0-9 with readable names ("inference:3"), so
+        # One Redis list per priority 0-9 with readable names ("inference:3", named by our channel,
+        # not by kombu's `sep`, which stays kombu's own for stock clients: broker/bindings.py), so
         # producers in other languages can push to a priority without kombu's "\x06\x16".
         "priority_steps": PRIORITY_STEPS,
-        "sep": PRIORITY_SEPARATOR,
         "queue_order_strategy": "priority",
     }
     if settings.uses_sentinel:

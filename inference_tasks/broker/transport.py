@@ -22,6 +22,7 @@ from kombu.utils.scheduling import cycle_by_name
 from redis.exceptions import ResponseError
 
 from inference_tasks.broker.admission import CONTROL_QUEUE_SUFFIX, Admission, AdmissionDeferred
+from inference_tasks.broker.bindings import StockBindings
 from inference_tasks.broker.dead_letter import Refusal, UnhandledMessage
 from inference_tasks.broker.envelope import requested_reply
 from inference_tasks.broker.fetch import DEFAULT_WAIT_S, Fetcher, Taken
@@ -41,7 +42,7 @@ class ScreenedMessage(virtual.Message):
         super().__init__(payload, channel=channel, **kwargs)
 
 
-class Channel(kombu_redis.Channel, Admission):
+class Channel(StockBindings, Admission):
     """kombu's Redis channel whose reads are atomic takes (fetch.py), admitted (admission.py) before
     delivery.
 

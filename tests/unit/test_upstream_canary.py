@@ -65,7 +65,19 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.redis:Channel._q_for_pri": (
         "f3997660680dd00f",
-        "transport.Channel.list_key (kombu's list name for a queue's priority, reproduced)",
+        "transport.Channel.list_key and bindings.StockBindings._q_for_pri (a priority's list name, ours)",
+    ),
+    "kombu.transport.redis:Channel.get_table": (
+        "a4ba78a2265370f2",
+        "bindings.StockBindings.get_table (reimplemented: members in kombu's form or our legacy ':' form)",
+    ),
+    "kombu.transport.virtual.base:Channel.queue_bind": (
+        "5ada1cddb9e6d6e6",
+        "bindings.StockBindings.queue_bind (calls it, then removes the binding's legacy ':' member)",
+    ),
+    "kombu.transport.virtual.exchange:DirectExchange.lookup": (
+        "9a6fdb857eda39b2",
+        "bindings.StockBindings.get_table (its rows unpack as routing key, pattern, queue)",
     ),
     "kombu.utils.scheduling:round_robin_cycle": ("99510a5cb38a5090", "transport.Channel.queues_in_turn"),
     "kombu.utils.scheduling:priority_cycle": ("c93a25e1bb5ff12d", "transport.Channel.queues_in_turn"),

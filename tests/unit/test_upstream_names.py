@@ -14,8 +14,10 @@ SECTION = "## Private names we use"
 # The most distinct private upstream names the package may use (the house issue's bound of 15): a
 # new one means giving up another, or a case for raising this in review. 16 since broker/wakeup.py
 # reads redis-py's `Connection._sock` (kombu reads the same attribute, so the scan counts it):
-# docs/upstream.md, "Waking an idle consumer".
-MOST_PRIVATE_NAMES = 16
+# docs/upstream.md, "Waking an idle consumer". 17 since broker/bindings.py names priority lists in
+# `_q_for_pri`: stock Celery clients need kombu's table separator while our lists keep "inference:3"
+# (kombu names both with one `sep`; docs/upstream.md, the bindings row).
+MOST_PRIVATE_NAMES = 17
 
 
 def documented_names(markdown: str) -> set[str]:
@@ -32,7 +34,7 @@ def test_every_private_upstream_name_we_use_is_documented_and_no_other() -> None
     assert documented - set(used) == set(), "listed in docs/upstream.md but no longer used: remove the rows"
 
 
-def test_the_package_uses_at_most_sixteen_private_upstream_names() -> None:
+def test_the_package_uses_at_most_seventeen_private_upstream_names() -> None:
     used = private_upstream_names(REPO / "inference_tasks")
     assert len(used) <= MOST_PRIVATE_NAMES, sorted(used)
 
