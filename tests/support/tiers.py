@@ -33,6 +33,7 @@ EXTERNAL_FIXTURES = frozenset({"installed_gem"})
 MODULE_TIERS = {
     "test_atomic_take": "redis",  # its own redis-server with a small maxmemory
     "test_openvino": "worker",  # exports and quantizes the real model (~80 s)
+    "test_gem_wakeup": "redis",  # a Sentinel cluster of its own for the failover case
 }
 # The tiers, by what they need, and the folders: a folder's tests need at most its tier.
 TIERS = ("unit", "redis", "worker")

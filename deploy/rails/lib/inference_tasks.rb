@@ -11,6 +11,7 @@ require "redis"
 require_relative "inference_tasks/version"
 require_relative "inference_tasks/errors"
 require_relative "inference_tasks/wire"
+require_relative "inference_tasks/result_waiter"
 require_relative "inference_tasks/client"
 
 module InferenceTasks

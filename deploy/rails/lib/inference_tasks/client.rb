@@ -34,6 +34,7 @@ module InferenceTasks
       @durable = durable
       @durable_replicas = Wire.check_durable_replicas(durable_replicas)
       @durable_timeout = Wire.check_durable_timeout(durable_timeout)
+      @waiter = ResultWaiter.new(@results)
     end
 
     # Enqueue inference.embed; returns the task id. Options: queue:, priority: (0-9, 0 is served
@@ -139,7 +140,7 @@ module InferenceTasks
       raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
 
       wire = encoding == "json" ? nil : encoding
-      value = wait(enqueue_embed(texts, normalize: normalize, encoding: wire, **options), timeout: timeout, keep: keep)
+      value = blocking(timeout, keep, options) { |opts| enqueue_embed(texts, normalize: normalize, encoding: wire, **opts) }
       return value unless value["encoding"]
 
       value.merge("embeddings" => InferenceTasks.decode_embeddings(value["embeddings"], value["dim"], value["encoding"]))
@@ -148,13 +149,13 @@ module InferenceTasks
     # Rerank and wait: {"model", "alias", "method" ("bi-encoder" or "cross-encoder"), "results" =>
     # [{"index", "score", "relevance_score" (the same, Cohere's name), "document"?}] best first, "usage"}.
     def rerank(query, documents, timeout: 30, keep: false, **options)
-      wait(enqueue_rerank(query, documents, **options), timeout: timeout, keep: keep)
+      blocking(timeout, keep, options) { |opts| enqueue_rerank(query, documents, **opts) }
     end
 
     # Sparse vectors and wait: {"model", "alias", "dim" (the vocabulary's size), "embeddings" =>
     # [{"indices" => [Integer] ascending, "values" => [Float], "tokens"?}] per text, "usage"}.
     def embed_sparse(texts, timeout: 30, keep: false, **options)
-      wait(enqueue_embed_sparse(texts, **options), timeout: timeout, keep: keep)
+      blocking(timeout, keep, options) { |opts| enqueue_embed_sparse(texts, **opts) }
     end
 
     # Embed long texts in chunks and wait: "chunks" => one Array per text of {"start", "end",
@@ -163,7 +164,7 @@ module InferenceTasks
       raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
 
       wire = encoding == "json" ? nil : encoding
-      value = wait(enqueue_embed_chunks(texts, encoding: wire, **options), timeout: timeout, keep: keep)
+      value = blocking(timeout, keep, options) { |opts| enqueue_embed_chunks(texts, encoding: wire, **opts) }
       return value if value["encoding"] == "json"
 
       chunks = value["chunks"].map do |text_chunks|
@@ -177,7 +178,7 @@ module InferenceTasks
 
     # Classify and wait: returns one {"label", "score", "scores"} hash per text, in order.
     def classify(texts, labels, timeout: 30, keep: false, **options)
-      wait(enqueue_classify(texts, labels, **options), timeout: timeout, keep: keep)
+      blocking(timeout, keep, options) { |opts| enqueue_classify(texts, labels, **opts) }
     end
 
     # Enqueue any task by wire name with positional args and keyword args; returns the task id.
@@ -234,21 +235,23 @@ module InferenceTasks
       raw.nil? ? "PENDING" : JSON.parse(raw).fetch("status")
     end
 
-    # Poll until the task finishes; returns its JSON result, raises TaskFailed or Timeout. The
-    # result is deleted from Redis by the read that returns it, unless keep: true.
-    def wait(task_id, timeout: 30, interval: 0.05, keep: false)
-      deadline = monotonic + timeout
-      loop do
-        outcome = result(task_id, keep: keep)
-        return outcome.value if outcome
-        raise Timeout, "task #{task_id} did not finish within #{timeout} s" if monotonic > deadline
-
-        sleep(interval)
-        interval = [interval * 1.5, 0.5].min
-      end
+    # Wait until the task finishes; returns its JSON result, raises TaskFailed or Timeout. Wakes when
+    # the worker stores the result (ResultWaiter: the result backend's pub/sub channel), not on a
+    # polling interval; interval: is accepted for callers of earlier versions and unused. The result
+    # is deleted from Redis by the read that returns it, unless keep: true.
+    def wait(task_id, timeout: 30, interval: nil, keep: false)
+      outcome(task_id, @waiter.await(task_id, timeout, keep: keep))
     end
 
     private
+
+    # Enqueue through the block (given the options with a task id) and wait for the result: the
+    # waiter listens for the result before the block pushes, so no polling and no missed wake-up.
+    def blocking(timeout, keep, options, &enqueue)
+      task_id = options[:task_id] || SecureRandom.uuid
+      meta = @waiter.await(task_id, timeout, keep: keep, push: -> { enqueue.call(options.merge(task_id: task_id)) })
+      outcome(task_id, meta)
+    end
 
     def contract_options(prompt_name:, prompt:, dimensions:, truncate:)
       options = {}
@@ -293,6 +296,13 @@ module InferenceTasks
 
       raise RedisFull, "Redis is full (maxmemory reached, it refuses writes): nothing was pushed (#{e.message}). " \
                        "Results nobody reads and deletes are the usual cause: see docs/operations.md"
+    end
+
+    def outcome(task_id, meta)
+      state = meta.fetch("status")
+      raise failure(task_id, state, meta["result"]) unless state == "SUCCESS"
+
+      meta["result"]
     end
 
     def failure(task_id, state, payload)
