@@ -103,14 +103,15 @@ def test_states_that_keep_coming_do_not_stretch_the_timeout(fresh_redis_url):
 
 
 def test_a_refused_push_raises_and_leaves_nothing_subscribed(fresh_redis_url):
-    """A blocking call whose push is refused (the queue at max_queue_depth) raises QueueFull at once."""
+    """A blocking call whose push is refused (the queue at max_queue_depth) raises QueueFull at once, before
+    any subscription."""
     url = fresh_redis_url()
     client = redis_client(url)
     client.lpush("inference", b"{}")
     report = ruby("wait_for_result.rb", url, TASK_ID="refused", TIMEOUT="30", PUSH="1", MAX_DEPTH="1")
     [outcome] = report["outcomes"]
     assert outcome["error"] == "InferenceTasks::QueueFull" and outcome["waited_s"] < 5
-    assert report["idle_connections"] == 1 and report["subscribers"] == 0 and client.llen("inference") == 1
+    assert report["idle_connections"] == 0 and report["subscribers"] == 0 and client.llen("inference") == 1
 
 
 @pytest.mark.timeout(180)

@@ -140,7 +140,7 @@ module InferenceTasks
       raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
 
       wire = encoding == "json" ? nil : encoding
-      value = blocking(timeout, keep, options) { |opts| enqueue_embed(texts, normalize: normalize, encoding: wire, **opts) }
+      value = wait(enqueue_embed(texts, normalize: normalize, encoding: wire, **options), timeout: timeout, keep: keep)
       return value unless value["encoding"]
 
       value.merge("embeddings" => InferenceTasks.decode_embeddings(value["embeddings"], value["dim"], value["encoding"]))
@@ -149,13 +149,13 @@ module InferenceTasks
     # Rerank and wait: {"model", "alias", "method" ("bi-encoder" or "cross-encoder"), "results" =>
     # [{"index", "score", "relevance_score" (the same, Cohere's name), "document"?}] best first, "usage"}.
     def rerank(query, documents, timeout: 30, keep: false, **options)
-      blocking(timeout, keep, options) { |opts| enqueue_rerank(query, documents, **opts) }
+      wait(enqueue_rerank(query, documents, **options), timeout: timeout, keep: keep)
     end
 
     # Sparse vectors and wait: {"model", "alias", "dim" (the vocabulary's size), "embeddings" =>
     # [{"indices" => [Integer] ascending, "values" => [Float], "tokens"?}] per text, "usage"}.
     def embed_sparse(texts, timeout: 30, keep: false, **options)
-      blocking(timeout, keep, options) { |opts| enqueue_embed_sparse(texts, **opts) }
+      wait(enqueue_embed_sparse(texts, **options), timeout: timeout, keep: keep)
     end
 
     # Embed long texts in chunks and wait: "chunks" => one Array per text of {"start", "end",
@@ -164,7 +164,7 @@ module InferenceTasks
       raise ArgumentError, "encoding must be one of #{Wire::ENCODINGS.inspect}" unless Wire::ENCODINGS.include?(encoding)
 
       wire = encoding == "json" ? nil : encoding
-      value = blocking(timeout, keep, options) { |opts| enqueue_embed_chunks(texts, encoding: wire, **opts) }
+      value = wait(enqueue_embed_chunks(texts, encoding: wire, **options), timeout: timeout, keep: keep)
       return value if value["encoding"] == "json"
 
       chunks = value["chunks"].map do |text_chunks|
@@ -178,7 +178,7 @@ module InferenceTasks
 
     # Classify and wait: returns one {"label", "score", "scores"} hash per text, in order.
     def classify(texts, labels, timeout: 30, keep: false, **options)
-      blocking(timeout, keep, options) { |opts| enqueue_classify(texts, labels, **opts) }
+      wait(enqueue_classify(texts, labels, **options), timeout: timeout, keep: keep)
     end
 
     # Enqueue any task by wire name with positional args and keyword args; returns the task id.
@@ -244,14 +244,6 @@ module InferenceTasks
     end
 
     private
-
-    # Enqueue through the block (given the options with a task id) and wait for the result: the
-    # waiter listens for the result before the block pushes, so no polling and no missed wake-up.
-    def blocking(timeout, keep, options, &enqueue)
-      task_id = options[:task_id] || SecureRandom.uuid
-      meta = @waiter.await(task_id, timeout, keep: keep, push: -> { enqueue.call(options.merge(task_id: task_id)) })
-      outcome(task_id, meta)
-    end
 
     def contract_options(prompt_name:, prompt:, dimensions:, truncate:)
       options = {}

@@ -7,17 +7,19 @@ module InferenceTasks
   # stored state on (Celery's Redis backend: PUBLISH to the result's own key, "celery-task-meta-<id>"),
   # so a blocking call wakes when its result is stored instead of on a polling interval.
   #
-  # The subscription comes first; then the push (blocking calls) or one read of the stored result (a
-  # task pushed earlier), so a result stored at any moment is seen. A subscription's read timeout
-  # restarts with every message, so a state not final yet (STARTED, PROGRESS) that comes more than
-  # REFRESH_AFTER_S after subscribing ends the subscription and starts one with the time left (the
-  # read after it closes the gap): the timeout holds to within that. A lost connection (a
-  # Sentinel failover) subscribes again, and reads again, until the deadline: the push is never
-  # repeated.
+  # A wait subscribes, then reads the stored result once: a result stored before the subscription is
+  # found by the read, one stored after it arrives as a message. A blocking call pushes first and then
+  # waits, so both round trips happen while the worker computes and neither adds to the call
+  # (subscribing before the push put one on the call's path: ~1 ms after an idle moment, measured in
+  # docs/benchmarks.md, "Blocking calls"). A subscription's read timeout restarts with every message,
+  # so a state not final yet (STARTED, PROGRESS) that comes more than REFRESH_AFTER_S after subscribing
+  # ends the subscription and starts one with the time left (the read after it closes the gap): the
+  # timeout holds to within that. A lost connection (a Sentinel failover) subscribes again, and reads
+  # again, until the deadline.
   #
   # Each wait holds a connection of its own (a Redis client made with the results client's own
   # options: Sentinel, TLS and ACL user alike), taken from a small pool of idle ones. A wait that ends
-  # cleanly (result, failure, push refused) unsubscribes and returns it; one interrupted mid-way (an
+  # cleanly (a result or a failure) unsubscribes and returns it; one interrupted mid-way (an
   # exception from outside, Thread#kill) closes it. Nothing stays subscribed after a wait.
   class ResultWaiter
     # Idle subscriber connections kept for the next waits (more threads than this open their own).
@@ -36,9 +38,8 @@ module InferenceTasks
     end
 
     # The stored meta (a Hash) of task_id's final state (SUCCESS, FAILURE, REVOKED); raises Timeout
-    # after timeout seconds. push: called once, as soon as the subscription is in place; whatever it
-    # raises is raised here. keep: false deletes the result once read.
-    def await(task_id, timeout, keep:, push: nil)
+    # after timeout seconds. keep: false deletes the result once read.
+    def await(task_id, timeout, keep:)
       deadline = monotonic + timeout
       key = Wire::RESULT_KEY_PREFIX + task_id
       lost_before = false
@@ -46,9 +47,7 @@ module InferenceTasks
         left = deadline - monotonic
         raise Timeout, "task #{task_id} did not finish within #{timeout} s" if left <= 0
 
-        outcome = listen_once(key, left, keep, push)
-        push = nil if outcome[:pushed]
-        raise outcome[:error] if outcome[:error]
+        outcome = listen_once(key, left, keep)
         return outcome[:meta] if outcome[:meta]
 
         # A connection lost twice in a row: the Redis is failing over; pause before the next try.
@@ -64,15 +63,15 @@ module InferenceTasks
 
     private
 
-    # One subscription. Its outcome: meta: on a final state; error: what the push raised; pushed: once
-    # the push ran; lost: the connection was lost (try again); nothing else: start again.
-    def listen_once(key, left, keep, push)
+    # One subscription. Its outcome: meta: on a final state; lost: the connection was lost (try again);
+    # nothing else: start again.
+    def listen_once(key, left, keep)
       outcome = {}
       subscribed_at = monotonic
       with_connection do |connection|
         subscribe(connection, key, left) do |event, payload|
-          outcome.merge!(event == :subscribed ? on_subscribed(key, keep, push) : final_meta(key, payload, keep))
-          next :stop if outcome.key?(:meta) || outcome.key?(:error)
+          outcome.merge!(event == :subscribed ? stored_meta(key, keep) : final_meta(key, payload, keep))
+          next :stop if outcome.key?(:meta)
 
           # A state not final yet (STARTED) restarts the read timeout: past REFRESH_AFTER_S, start again
           # with the time left, so the deadline holds within that; sooner, keep listening (no round trip).
@@ -81,25 +80,16 @@ module InferenceTasks
       end
       outcome
     rescue Redis::TimeoutError
-      outcome.slice(:pushed)
+      {}
     rescue Redis::BaseConnectionError
-      outcome.slice(:pushed).merge(lost: true)
+      { lost: true }
     end
 
-    # Subscribed: push (blocking calls), or read the stored result once (it may be there already).
-    def on_subscribed(key, keep, push)
-      if push
-        begin
-          push.call
-          { pushed: true }
-        rescue StandardError => e
-          { error: e }
-        end
-      else
-        raw = keep ? @results.get(key) : @results.eval(Wire::READ_FINISHED_RESULT, keys: [key])
-        meta = final(raw)
-        meta ? { meta: meta } : {}
-      end
+    # Subscribed: read the stored result once (it may have been stored before the subscription).
+    def stored_meta(key, keep)
+      raw = keep ? @results.get(key) : @results.eval(Wire::READ_FINISHED_RESULT, keys: [key])
+      meta = final(raw)
+      meta ? { meta: meta } : {}
     end
 
     # A published state: the meta when final (deleted from Redis unless keep), else {} (start again).
@@ -119,8 +109,8 @@ module InferenceTasks
       nil
     end
 
-    # SUBSCRIBE key on connection for at most `left` seconds (no reconnection: a retried SUBSCRIBE would
-    # run the push again); yields :subscribed, then :message with each payload, until the block
+    # SUBSCRIBE key on connection for at most `left` seconds (no reconnection inside: the caller
+    # subscribes again and reads again, so nothing stored meanwhile is missed); yields :subscribed, then :message with each payload, until the block
     # answers :stop. Exactly one UNSUBSCRIBE is sent, so the connection is clean afterwards.
     def subscribe(connection, key, left)
       unsubscribing = false
