@@ -391,3 +391,15 @@ def test_static_quality_harness_measures_labels_retrieval_and_two_stage(tmp_path
     assert all(0 <= row["hit@1"] <= row["hit@5"] <= 1 for row in quality.values())
     assert all(abs(row["hit@1"] * 52 - round(row["hit@1"] * 52)) < 1e-9 for row in quality.values())
     assert report["sentences_per_s"]["static"] > report["sentences_per_s"]["teacher"] > 0
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_blocking_calls_benchmark_times_ruby_python_and_raw_pushes(tmp_path):
+    """Every client's one-text calls are timed idle and under the backfill, which really ran."""
+    report = _run("blocking_calls", tmp_path / "blocking_calls.json")
+    for load in ("idle", "under_backfill"):
+        rows = report[load]
+        for client in ("ruby_blocking", "python_blocking", "raw_push_to_stored"):
+            assert rows[client]["calls"] == 20 and 0 < rows[client]["p50_ms"] <= rows[client]["p99_ms"]
+    assert report["under_backfill"]["backfill_tasks_sent"] > 0
