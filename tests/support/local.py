@@ -41,14 +41,19 @@ def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterat
     """`celery -A inference_tasks flower <flower_args> --port=<free>`, yielded once /healthcheck answers."""
     port = free_port()
     args = [sys.executable, "-m", "celery", "-A", "inference_tasks", "flower", *flower_args, f"--port={port}"]
-    flower = subprocess.Popen(
-        args, cwd=REPO_ROOT, env=clean_env(REDIS_URL=redis_url, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
+    with answering_flower(args, port, REPO_ROOT, clean_env(REDIS_URL=redis_url, **env)) as flower:
+        yield flower, port
+
+
+@contextlib.contextmanager
+def answering_flower(command: list[str], port: int, cwd: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """A Flower started by `command` (listening on `port`), yielded once /healthcheck answers; stopped after."""
+    flower = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
 
         def answers() -> bool:
             if flower.poll() is not None:
-                raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}")
+                raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
                     return True
@@ -56,7 +61,7 @@ def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterat
                 return False
 
         wait_until(answers, 60, "flower to answer /healthcheck")
-        yield flower, port
+        yield flower
     finally:
         flower.terminate()
         flower.wait(timeout=20)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.support.local import answering_flower
 from tests.support.localstack import free_port
 from tests.support.operator_tools import flower_api
 from tests.support.waiting import wait_until
@@ -40,22 +40,8 @@ def stock_flower(broker_url: str, cwd: Path) -> Iterator[int]:
     port = free_port()
     command = [sys.executable, "-I", "-m", "celery", "flower", f"--port={port}"]
     env = stock_env(CELERY_BROKER_URL=broker_url, FLOWER_UNAUTHENTICATED_API="true")
-    flower = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-
-        def answers() -> bool:
-            assert flower.poll() is None, flower.stdout.read().decode()[-2000:]  # type: ignore[union-attr]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
-                    return True
-            except OSError:
-                return False
-
-        wait_until(answers, 60, "stock flower to answer /healthcheck")
+    with answering_flower(command, port, cwd, env):
         yield port
-    finally:
-        flower.terminate()
-        flower.wait(timeout=20)
 
 
 def test_a_stock_celery_pings_inspects_and_controls_the_workers(inference_worker, tmp_path):
