@@ -16,7 +16,8 @@ from inference_tasks.routing import CLASSIFY_TASK, EMBED_TASK, TRAIN_CLASSIFIER_
 from inference_tasks.worker.runtimes.export_files import MANIFEST_FILE
 from inference_tasks.worker.runtimes.held_out import UNSEEN_REPEATED_TOKENS
 from inference_tasks.worker.runtimes.openvino.export_paths import IR_FILE
-from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
+from inference_tasks.worker.runtimes.openvino.openvino_encoder import SHAPE_BUCKETS, OpenVinoEncoder, host_tuning
+from inference_tasks.worker.runtimes.openvino.precision_choice import host_cpu
 from tests.support.control import worker_report
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT
@@ -131,6 +132,22 @@ def test_openvino_vectors_match_torch_within_the_accuracy_gate(export_dir, torch
     assert agree >= 0.99 and head_agree >= 0.99
     if precision == "f32":
         assert encoder.precision == "f32" and cosine.min() >= 0.99999
+
+
+def test_the_amx_tuning_changes_speed_only(export_dir):
+    """On an AMX host bf16 compiles with OpenVINO's Snippets off (host_tuning); the setting is accepted on
+    any CPU, so this runs everywhere: the vectors equal the untuned model's, batched and one text."""
+    texts = [row["text"] for row in TICKETS[:48]] + ODD_TEXTS
+    amx = {"model": "an AMX host", "flags": ["avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]}
+    tuned = OpenVinoEncoder("all-MiniLM-L6-v2", export_dir, "bf16", SHAPE_BUCKETS, cpu=amx)
+    plain = OpenVinoEncoder("all-MiniLM-L6-v2", export_dir, "bf16", SHAPE_BUCKETS, cpu={"model": "x", "flags": []})
+    for encoder in (tuned, plain):
+        encoder.compile(1)
+    assert tuned.tuning == {"SNIPPETS_MODE": "DISABLE"} and plain.tuning == {}
+    assert host_tuning("f32", amx) == {} and host_tuning("int8", amx) == {}
+    batched = (tuned.encode(texts, normalize=True) * plain.encode(texts, normalize=True)).sum(axis=1)
+    one = [float(tuned.encode([text], True)[0] @ plain.encode([text], True)[0]) for text in texts[:8]]
+    assert batched.min() >= 0.9999 and min(one) >= 0.9999, (batched.min(), one)
 
 
 # int8 is a long case: the int8 export's accuracy gate and a worker serving it stay in the default suite.
@@ -297,6 +314,7 @@ def test_a_worker_serves_from_openvino_with_one_thread_per_child(start_worker, m
     assert (info["backend"], info["runtime_threads"], info["model_load_mode"]) == ("openvino", 1, "preloaded")
     assert "openvino" in info["loaded_runtimes"] and "sentence_transformers" not in info["loaded_runtimes"]
     assert info["precision"] in ("bf16", "f32")
+    assert info["runtime_tuning"] == host_tuning(info["precision"], host_cpu())  # Snippets off on AMX, bf16
     assert info["os_threads"] <= 4, info  # main thread, one inference thread, a few idle runtime threads
     report = worker_report(worker.app)
     assert report["backend"] == "openvino"

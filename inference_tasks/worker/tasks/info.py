@@ -40,6 +40,8 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "precision": model.precision if model else None,
         "precision_choice": getattr(model, "precision_choice", None),
         "runtime_threads": model.threads if model else None,
+        # Compile settings applied for this kind of CPU (OpenVINO: openvino_encoder.host_tuning).
+        "runtime_tuning": getattr(model, "tuning", None),
         "encode_batch_size": getattr(model, "batch_size", None),
         "gpu_memory": gpu.gpu_memory(model.device) if model else None,
         "mps_active": gpu.mps_active(),

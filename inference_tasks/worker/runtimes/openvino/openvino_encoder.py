@@ -29,6 +29,7 @@ from inference_tasks.worker.runtimes.openvino.export_paths import (
     is_exported,
     missing_export_message,
 )
+from inference_tasks.worker.runtimes.openvino.precision_choice import host_cpu
 from inference_tasks.worker.runtimes.pipeline_encoder import PipelineEncoder
 
 if TYPE_CHECKING:
@@ -45,12 +46,25 @@ BASE_CONFIG = {"NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINN
 SHAPE_BUCKETS = (16, 32)
 
 
+def host_tuning(precision: str, cpu: dict[str, Any]) -> dict[str, Any]:
+    """Compile settings measured to pay on this kind of CPU. With AMX and bf16, OpenVINO's fused
+    attention kernel (a Snippets subgraph) runs on AVX-512 while separate matrix products run on AMX:
+    with Snippets off, 64 short tickets ran 1.17x faster and one text unchanged (docs/benchmarks.md,
+    "The fast default"). Elsewhere nothing was measured to pay."""
+    if "amx_bf16" in cpu["flags"] and precision in ("auto", "bf16"):
+        return {"SNIPPETS_MODE": "DISABLE"}
+    return {}
+
+
 class OpenVinoEncoder(PipelineEncoder):
     """An exported sentence-transformers model on OpenVINO's CPU plugin. Compiled per process."""
 
     backend = "openvino"
 
-    def __init__(self, name: str, path: Path, precision: str = "auto", shape_buckets: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, name: str, path: Path, precision: str = "auto", shape_buckets: tuple[int, ...] = (),
+        cpu: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         if not is_exported(path):
             raise MissingExport(missing_export_message(name, path, precision))
         import openvino
@@ -75,6 +89,9 @@ class OpenVinoEncoder(PipelineEncoder):
         # One-text static shapes (SHAPE_BUCKETS), compiled beside the dynamic model when asked for.
         self.shape_buckets = tuple(sorted(shape_buckets))
         self._bucket_requests: dict[int, Any] = {}
+        # This host's CPU (precision_choice.host_cpu) for host_tuning; compile() records what it applied.
+        self.cpu = cpu if cpu is not None else host_cpu()
+        self.tuning: dict[str, Any] = {}
 
     def compile(self, threads: int | None, op_counters: bool = False) -> None:
         """Compile for this process with `threads` inference threads (None: OpenVINO's default);
@@ -84,6 +101,8 @@ class OpenVinoEncoder(PipelineEncoder):
             config["INFERENCE_NUM_THREADS"] = threads
         if self.precision_setting in ("f32", "bf16"):
             config["INFERENCE_PRECISION_HINT"] = self.precision_setting
+        self.tuning = host_tuning(self.precision_setting, self.cpu)
+        config |= self.tuning
         compiled = self._core.compile_model(self._model, "CPU", config)
         # int8: the quantized IR computes its matrix products in int8 (the runtime's choice, bf16 or
         # f32, elsewhere); reported as int8, what operators asked for and what changes its vectors.
