@@ -403,3 +403,14 @@ def test_blocking_calls_benchmark_times_ruby_python_and_raw_pushes(tmp_path):
         for client in ("ruby_blocking", "python_blocking", "raw_push_to_stored"):
             assert rows[client]["calls"] == 20 and 0 < rows[client]["p50_ms"] <= rows[client]["p99_ms"]
     assert report["under_backfill"]["backfill_tasks_sent"] > 0
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_onnx_graph_benchmark_compares_the_ir_with_and_without_snippets(tmp_path):
+    """Both settings of the project's IR are timed on 64 tickets and one ticket, with equal vectors."""
+    report = _run("onnx_graph", tmp_path / "onnx_graph.json")
+    assert {"project IR", "project IR, Snippets off"} <= set(report["per_round"])
+    for rows in report["per_round"].values():
+        assert len(rows["batch"]) == 2 and all(rate > 0 for rate in rows["batch"]) and all(rows["one"])
+    assert report["min_cosine"]["project IR, Snippets off"] >= 0.9999
