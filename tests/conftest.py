@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
-from tests.support import celery_nodes, localstack, tiers
+from tests.support import celery_nodes, localstack, tiers, worker_scopes
 from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
@@ -100,17 +100,19 @@ def start_worker(
     tmp_path_factory: pytest.TempPathFactory, fresh_redis_url: Callable[[], str]
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Builder: start a real `celery -A inference_tasks worker` with INFERENCE_* settings as keyword
-    arguments (e.g. concurrency=2, pin_threads="false"), wait until it is ready, stop it at the end.
+    arguments (e.g. concurrency=2, pin_threads="false") and wait until it is ready. The worker ends with
+    the test or module that started it (tests/support/worker_scopes.py), or with the session where
+    `for_session=True`; what still runs at the session's end is stopped then.
     """
     started: list[WorkerProcess] = []
     names = itertools.count(1)
 
-    def start(*, redis_url: str | None = None, **options: object) -> WorkerProcess:
+    def start(*, redis_url: str | None = None, for_session: bool = False, **options: object) -> WorkerProcess:
         name = f"test{next(names)}"
         log_dir = tmp_path_factory.mktemp("workers")
         worker = localstack.start_worker(name, redis_url or fresh_redis_url(), log_dir, os.environ, **options)
         started.append(worker)
-        return worker
+        return worker_scopes.started(worker, for_session)
 
     yield start
     for worker in started:
@@ -125,17 +127,36 @@ def start_worker(
         worker.stop(timeout=max(1.0, deadline - time.monotonic()))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def workers_end_with_their_module() -> Iterator[None]:
+    position = worker_scopes.mark()
+    yield
+    worker_scopes.end_started_since(position)
+
+
+@pytest.fixture(autouse=True)
+def workers_end_with_their_test() -> Iterator[None]:
+    position = worker_scopes.mark()
+    yield
+    worker_scopes.end_started_since(position)
+
+
 @pytest.fixture(scope="session")
 def inference_worker(start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
     """The shipped inference profile: prefork, 2 children, pinned, the real default model."""
-    return start_worker(concurrency=2)
+    return start_worker(concurrency=2, for_session=True)
 
 
 @pytest.fixture(scope="session")
 def trainer_worker(start_worker: Callable[..., WorkerProcess], inference_worker: WorkerProcess) -> WorkerProcess:
     """The trainer profile on the inference worker's Redis database: queue training, one child, 2 threads."""
     return start_worker(
-        queues=TRAINING_QUEUE, concurrency=1, profile="trainer", trainer_threads=2, redis_url=inference_worker.redis_url
+        queues=TRAINING_QUEUE,
+        concurrency=1,
+        profile="trainer",
+        trainer_threads=2,
+        redis_url=inference_worker.redis_url,
+        for_session=True,
     )
 
 
