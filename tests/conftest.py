@@ -104,17 +104,16 @@ def start_worker(
     the test or module that started it (tests/support/worker_scopes.py), or with the session where
     `for_session=True`; what still runs at the session's end is stopped then.
     """
-    started: list[WorkerProcess] = []
     names = itertools.count(1)
 
     def start(*, redis_url: str | None = None, for_session: bool = False, **options: object) -> WorkerProcess:
         name = f"test{next(names)}"
         log_dir = tmp_path_factory.mktemp("workers")
         worker = localstack.start_worker(name, redis_url or fresh_redis_url(), log_dir, os.environ, **options)
-        started.append(worker)
         return worker_scopes.started(worker, for_session)
 
     yield start
+    started = worker_scopes.STARTED
     for worker in started:
         if worker.process.poll() is None:
             worker.process.send_signal(signal.SIGTERM)

@@ -28,7 +28,7 @@ from inference_tasks.broker.envelope import requested_reply
 from inference_tasks.broker.fetch import DEFAULT_WAIT_S, Fetcher, Taken
 from inference_tasks.broker.qos import QoS
 from inference_tasks.broker.wakeup import Waker
-from inference_tasks.redis_access.keys import FETCH_RETRY_KEY, priority_list_key
+from inference_tasks.redis_access.keys import FETCH_RETRY_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Channel(StockBindings, Admission):
         where it was, the next to be read."""
         with self.conn_or_acquire() as client:
             for step in self.priority_steps:
-                key = self.list_key(queue, step)
+                key = self._q_for_pri(queue, step)
                 item = client.rpop(key)
                 if not item:
                     continue
@@ -137,11 +137,6 @@ class Channel(StockBindings, Admission):
                     self.qos.append(message, message.delivery_tag)
                 return message
         return None
-
-    def list_key(self, queue: str, step: int) -> str:
-        """The Redis list holding `queue`'s messages of priority `step` (redis_access/keys.py names them for
-        every reader: kombu's producers, ours and the Ruby client push there)."""
-        return priority_list_key(queue, self.priority(step))
 
     def queues_in_turn(self) -> list[str]:
         """The consumed queues in the order to serve them: kombu's `queue_order_strategy` (round robin
@@ -169,7 +164,7 @@ class Channel(StockBindings, Admission):
             self.fetcher = Fetcher(*unacked, prefix + FETCH_RETRY_KEY, self.fetch_wait_s)
             if self.wake_on_push and (loop := getattr(self.connection, "event_loop", None)) is not None:
                 self.fetcher.waker = Waker(self.pool, loop, self.fetch_wait_s)
-        lists = [(prefix + self.list_key(queue, step), queue) for step in self.priority_steps for queue in queues]
+        lists = [(prefix + self._q_for_pri(queue, step), queue) for step in self.priority_steps for queue in queues]
         command = self.fetcher.next_command(lists, self.brpop_timeout if timeout is None else timeout)
         self.taking = True
         self._in_poll = self.client.connection

@@ -65,7 +65,7 @@ PINNED: dict[str, tuple[str, str]] = {
     ),
     "kombu.transport.redis:Channel._q_for_pri": (
         "f3997660680dd00f",
-        "transport.Channel.list_key and bindings.StockBindings._q_for_pri (a priority's list name, ours)",
+        "bindings.StockBindings._q_for_pri (a priority's list name, ours; transport.Channel's take reads it)",
     ),
     "kombu.transport.redis:Channel.get_table": (
         "a4ba78a2265370f2",

@@ -217,16 +217,8 @@ module InferenceTasks
     # The result if the task has finished, else nil. Raises TaskFailed for FAILURE. A finished
     # result is deleted from Redis by the read that returns it, unless keep: true.
     def result(task_id, keep: false)
-      key = Wire::RESULT_KEY_PREFIX + task_id
-      raw = keep ? @results.get(key) : @results.eval(Wire::READ_FINISHED_RESULT, keys: [key])
-      return nil if raw.nil?
-
-      meta = JSON.parse(raw)
-      state = meta.fetch("status")
-      return nil unless Wire::READY_STATES.include?(state)
-      raise failure(task_id, state, meta["result"]) unless state == "SUCCESS"
-
-      Result.new(task_id: task_id, state: state, value: meta["result"])
+      meta = @waiter.stored(task_id, keep: keep)
+      meta && Result.new(task_id: task_id, state: meta["status"], value: outcome(task_id, meta))
     end
 
     # The current state: "PENDING" (unknown or not started), "STARTED", "SUCCESS", "FAILURE", ...
@@ -306,8 +298,5 @@ module InferenceTasks
       end
     end
 
-    def monotonic
-      Process.clock_gettime(Process::CLOCK_MONOTONIC)
-    end
   end
 end

@@ -41,19 +41,25 @@ module InferenceTasks
     # after timeout seconds. keep: false deletes the result once read.
     def await(task_id, timeout, keep:)
       deadline = monotonic + timeout
-      key = Wire::RESULT_KEY_PREFIX + task_id
       lost_before = false
       loop do
         left = deadline - monotonic
         raise Timeout, "task #{task_id} did not finish within #{timeout} s" if left <= 0
 
-        outcome = listen_once(key, left, keep)
+        outcome = listen_once(task_id, left, keep)
         return outcome[:meta] if outcome[:meta]
 
         # A connection lost twice in a row: the Redis is failing over; pause before the next try.
         sleep([RECONNECT_PAUSE_S, deadline - monotonic].min.clamp(0, nil)) if outcome[:lost] && lost_before
         lost_before = outcome[:lost]
       end
+    end
+
+    # The stored meta of task_id's final state, read once (nil while there is none); deleted from Redis by
+    # that read (one Lua script; a state not final yet is never removed) unless keep.
+    def stored(task_id, keep:)
+      key = Wire::RESULT_KEY_PREFIX + task_id
+      final(keep ? @results.get(key) : @results.eval(Wire::READ_FINISHED_RESULT, keys: [key]))
     end
 
     # How many idle subscriber connections the pool holds (for tests and diagnostics).
@@ -63,15 +69,17 @@ module InferenceTasks
 
     private
 
-    # One subscription. Its outcome: meta: on a final state; lost: the connection was lost (try again);
+    # One subscription: first the stored result (it may have come before the subscription), then each
+    # published state. Its outcome: meta: on a final state; lost: the connection was lost (try again);
     # nothing else: start again.
-    def listen_once(key, left, keep)
+    def listen_once(task_id, left, keep)
+      key = Wire::RESULT_KEY_PREFIX + task_id
       outcome = {}
       subscribed_at = monotonic
       with_connection do |connection|
         subscribe(connection, key, left) do |event, payload|
-          outcome.merge!(event == :subscribed ? stored_meta(key, keep) : final_meta(key, payload, keep))
-          next :stop if outcome.key?(:meta)
+          meta = event == :subscribed ? stored(task_id, keep: keep) : published(key, payload, keep)
+          next :stop if (outcome[:meta] = meta)
 
           # A state not final yet (STARTED) restarts the read timeout: past REFRESH_AFTER_S, start again
           # with the time left, so the deadline holds within that; sooner, keep listening (no round trip).
@@ -85,33 +93,23 @@ module InferenceTasks
       { lost: true }
     end
 
-    # Subscribed: read the stored result once (it may have been stored before the subscription).
-    def stored_meta(key, keep)
-      raw = keep ? @results.get(key) : @results.eval(Wire::READ_FINISHED_RESULT, keys: [key])
+    # A published state: the meta when final (deleted from Redis unless keep), else nil (start again).
+    def published(key, raw, keep)
       meta = final(raw)
-      meta ? { meta: meta } : {}
+      @results.del(key) if meta && !keep
+      meta
     end
 
-    # A published state: the meta when final (deleted from Redis unless keep), else {} (start again).
-    def final_meta(key, raw, keep)
-      meta = final(raw)
-      return {} unless meta
-
-      @results.del(key) unless keep
-      { meta: meta }
-    end
-
-    # The parsed meta of a final state; nil for none, a state not final yet, or unreadable JSON.
+    # The parsed meta of a final state; nil for none or a state not final yet.
     def final(raw)
       meta = raw && JSON.parse(raw)
       meta.is_a?(Hash) && Wire::READY_STATES.include?(meta["status"]) ? meta : nil
-    rescue JSON::ParserError
-      nil
     end
 
     # SUBSCRIBE key on connection for at most `left` seconds (no reconnection inside: the caller
-    # subscribes again and reads again, so nothing stored meanwhile is missed); yields :subscribed, then :message with each payload, until the block
-    # answers :stop. Exactly one UNSUBSCRIBE is sent, so the connection is clean afterwards.
+    # subscribes again and reads again, so nothing stored meanwhile is missed); yields :subscribed,
+    # then :message with each payload, until the block answers :stop. Exactly one UNSUBSCRIBE is sent,
+    # so the connection is clean afterwards.
     def subscribe(connection, key, left)
       unsubscribing = false
       connection.without_reconnect do
