@@ -116,6 +116,8 @@ _POSITIVE_FIELDS = (
     "max_train_texts",
     "max_corpus_texts",
     "corpus_expires_s",
+    "cache_ttl_s",
+    "cache_timeout_ms",
 )
 # Each setting's own rule: (field, allowed(value), what the error says after the variable's name).
 # Rules that relate two settings are in check_relations; the Redis URLs in check_redis.
@@ -181,12 +183,16 @@ def check_redis(values: Mapping[str, Any]) -> None:
         master = values["result_redis_sentinel_master"] or values["redis_sentinel_master"]
         check_redis_url(f"{ENV_PREFIX}RESULT_REDIS_URL", values['result_redis_url'], master,
                         f"{ENV_PREFIX}RESULT_REDIS_SENTINEL_MASTER")  # fmt: skip
-    urls = (values["redis_url"], values["result_redis_url"] or "", values["sidekiq_redis_url"] or "")
+    urls = (values["redis_url"], values["result_redis_url"] or "", values["sidekiq_redis_url"] or "",
+            values["cache_url"] or "")  # fmt: skip
     if values["redis_sentinel_tls"] and not any(urlsplit(url).scheme == SENTINEL_SCHEME for url in urls):
         raise ConfigError(
             f"{ENV_PREFIX}REDIS_SENTINEL_TLS=true needs a sentinel:// URL (REDIS_URL, {ENV_PREFIX}RESULT_REDIS_URL "
             f"or {ENV_PREFIX}SIDEKIQ_REDIS_URL); for a plain Redis over TLS use rediss://"
         )
+    if values["cache_url"]:
+        master = values["cache_sentinel_master"] or values["redis_sentinel_master"]
+        check_redis_url(f"{ENV_PREFIX}CACHE_URL", values["cache_url"], master, f"{ENV_PREFIX}CACHE_SENTINEL_MASTER")
     if values["sidekiq_redis_url"] and urlsplit(values["sidekiq_redis_url"]).scheme == SENTINEL_SCHEME:
         check_sentinel_url(f"{ENV_PREFIX}SIDEKIQ_REDIS_URL", values["sidekiq_redis_url"])
         if not (values["sidekiq_redis_sentinel_master"] or values["redis_sentinel_master"]):
@@ -234,3 +240,24 @@ def check_settings(values: Mapping[str, Any]) -> None:
 def task_names(extra_tasks: str | None) -> tuple[str, ...]:
     """INFERENCE_EXTRA_TASKS as a tuple of names and "prefix.*" patterns."""
     return tuple(name.strip() for name in (extra_tasks or "").split(",") if name.strip())
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def parse_env_text(variable: str, raw: str, kind: type) -> object:
+    """An environment variable's text as its setting's type (bool, int, float or str)."""
+    text = raw.strip()
+    if kind is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigError(f"{variable}={raw!r} is not a boolean (use true/false)")
+    if kind is int or kind is float:
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{variable}={raw!r} is not a number") from None
+    return text

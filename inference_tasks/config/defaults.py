@@ -118,6 +118,10 @@ DEFAULT_MAX_TRAIN_TEXTS = 20_000
 DEFAULT_MIN_EXAMPLES_PER_LABEL = 4
 DEFAULT_MAX_CORPUS_TEXTS = 200_000
 DEFAULT_CORPUS_EXPIRES_S = 86_400
+# The embedding cache (worker/cache/): an entry lives a week after its last write; a cache command
+# waits at most this long before the texts are computed instead (docs/cache.md).
+DEFAULT_CACHE_TTL_S = 7 * 86_400
+DEFAULT_CACHE_TIMEOUT_MS = 100
 # The runtime that runs the model's forward pass. auto (the default): whatever `inference-tasks
 # export-model` measured fastest on this host for each request size, among the CPU runtimes installed
 # (worker/runtimes/auto/; a worker makes that measurement itself at its first start), torch where none

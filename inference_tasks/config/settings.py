@@ -14,7 +14,13 @@ from urllib.parse import urlsplit
 
 from inference_tasks import devices
 from inference_tasks.config import defaults
-from inference_tasks.config.checks import ConfigError, check_settings, database_on_every_part, redact, task_names
+from inference_tasks.config.checks import (
+    check_settings,
+    database_on_every_part,
+    parse_env_text,
+    redact,
+    task_names,
+)
 from inference_tasks.cores import available_cores
 
 if TYPE_CHECKING:
@@ -127,10 +133,17 @@ class Settings:
     result_redis_url: str | None = field(default=None, repr=False)
     # A sentinel:// INFERENCE_RESULT_REDIS_URL's master name; unset: INFERENCE_REDIS_SENTINEL_MASTER.
     result_redis_sentinel_master: str | None = None
+    # The fleet's embedding cache (worker/cache/, docs/cache.md): a Redis of its own, run with maxmemory
+    # and allkeys-lru, never the broker's or the results'; unset: no cache.
+    cache_url: str | None = field(default=None, repr=False)
+    cache_sentinel_master: str | None = None
+    cache_ttl_s: int = defaults.DEFAULT_CACHE_TTL_S
+    # A cache command slower than this is given up (the texts are computed): a slow cache costs speed only.
+    cache_timeout_ms: int = defaults.DEFAULT_CACHE_TIMEOUT_MS
 
     def __post_init__(self) -> None:
         check_settings(vars(self))
-        for name in ("redis_url", "result_redis_url", "sidekiq_redis_url"):
+        for name in ("redis_url", "result_redis_url", "sidekiq_redis_url", "cache_url"):
             url = getattr(self, name)
             if url and urlsplit(url).scheme == defaults.SENTINEL_SCHEME:
                 object.__setattr__(self, name, database_on_every_part(url))  # frozen: set once, here
@@ -240,7 +253,7 @@ class Settings:
             raw = environ.get(defaults.ENV_PREFIX + name.upper())
             if raw is None or raw == "":
                 continue
-            values[name] = _parse(defaults.ENV_PREFIX + name.upper(), raw, kind)
+            values[name] = parse_env_text(defaults.ENV_PREFIX + name.upper(), raw, kind)
         if "model_cache" not in values and environ.get("XDG_CACHE_HOME"):
             values["model_cache"] = str(Path(environ["XDG_CACHE_HOME"]) / "inference_tasks")
         cores = available_cores()
@@ -251,7 +264,7 @@ class Settings:
             values["concurrency"] = devices.default_concurrency(device, gpus, per_gpu, cores)
         values.setdefault("concurrency", cores)
         values.setdefault("trainer_threads", cores)
-        return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type by _parse
+        return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type by parse_env_text
 
 
 def _env_kinds() -> dict[str, type]:
@@ -274,25 +287,6 @@ def _env_kinds() -> dict[str, type]:
 
 
 _ENV_FIELDS = _env_kinds()
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _parse(variable: str, raw: str, kind: type) -> object:
-    text = raw.strip()
-    if kind is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise ConfigError(f"{variable}={raw!r} is not a boolean (use true/false)")
-    if kind is int or kind is float:
-        try:
-            return kind(text)
-        except ValueError:
-            raise ConfigError(f"{variable}={raw!r} is not a number") from None
-    return text
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:

@@ -72,9 +72,17 @@ def _truncate(positional: bool = False) -> Argument:
     )  # fmt: skip
 
 
+def _cache_flag() -> Argument:
+    return Argument(
+        "cache", "bool", rules.flag(),
+        "read and write the fleet's embedding cache where the worker has one (false: compute every text, store none)",
+        default=True, positional=False,
+    )  # fmt: skip
+
+
 EMBED = TaskSpec(
     EMBED_TASK,
-    (_texts(), _normalize(), _encoding(), _model(), *_prompts(), _dimensions(), _truncate()),
+    (_texts(), _normalize(), _encoding(), _model(), *_prompts(), _dimensions(), _truncate(), _cache_flag()),
 )
 CLASSIFY = TaskSpec(
     CLASSIFY_TASK,
@@ -91,6 +99,7 @@ CLASSIFY = TaskSpec(
         ),
         _model(),
         _truncate(),
+        _cache_flag(),
     ),
 )  # fmt: skip
 RERANK = TaskSpec(
@@ -102,6 +111,7 @@ RERANK = TaskSpec(
         Argument("return_documents", "bool", rules.flag(), "each result carries its document", default=False),
         _model(),
         _truncate(),
+        _cache_flag(),
     ),
 )  # fmt: skip
 EMBED_CHUNKS = TaskSpec(
@@ -122,6 +132,7 @@ EMBED_CHUNKS = TaskSpec(
         *_prompts(),
         _dimensions(),
         _model(),
+        _cache_flag(),
     ),
 )  # fmt: skip
 EMBED_SPARSE = TaskSpec(
@@ -143,6 +154,7 @@ EMBED_SPARSE = TaskSpec(
         _model(),
         *_prompts(),
         _truncate(),
+        _cache_flag(),
     ),
 )  # fmt: skip
 TRAIN_CLASSIFIER = TaskSpec(

@@ -37,6 +37,9 @@ RECENT_FAILURES_KEY = f"{KEY_PREFIX}:recent-failures"
 # Trained classifier heads (ml/store.py): the set of names, then per name a version counter,
 # every version, and `latest`.
 CLASSIFIER_NAMES_KEY = f"{KEY_PREFIX}:classifiers"
+# The embedding cache's entries (worker/cache/), on INFERENCE_CACHE_URL's Redis only: one per text,
+# `<prefix><space digest>:<text digest>`; the cache's ACL user is limited to this prefix.
+CACHE_KEY_PREFIX = f"{KEY_PREFIX}:cache:"
 
 
 def redelivery_key(task_id: str) -> str:

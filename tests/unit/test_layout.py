@@ -28,7 +28,7 @@ WORKER_ONLY = ("inference_tasks.worker", "inference_tasks.ml", "inference_tasks.
 PRODUCER_SIDE_OPS = {"inference_tasks.ops", "inference_tasks.ops.flower_guard"}
 # worker/'s layers, lowest first: a module imports from its own layer and the layers before it, never
 # from a later one (TYPE_CHECKING imports included). worker/__init__.py says what each layer holds.
-WORKER_LAYERS = ("host", "runtimes", "kinds", "lifecycle", "celery_ext", "batching", "tasks")
+WORKER_LAYERS = ("host", "runtimes", "cache", "kinds", "lifecycle", "celery_ext", "batching", "tasks")
 
 
 def module_name(path: Path) -> str:

@@ -27,7 +27,7 @@ def test_a_call_binds_by_position_then_keyword_with_defaults_filled():
     call = EMBED.bind([["a"], False], {"dimensions": 64})
     assert call == {
         "texts": ["a"], "normalize": False, "encoding": "json", "model": None, "prompt_name": None, "prompt": None,
-        "dimensions": 64, "truncate": True,
+        "dimensions": 64, "truncate": True, "cache": True,
     }  # fmt: skip
 
 
@@ -35,11 +35,11 @@ def test_a_call_binds_by_position_then_keyword_with_defaults_filled():
     ("args", "kwargs", "said"),
     [
         ([["a"], True, "json", "more"], {}, "inference.embed: too many positional arguments; it takes texts, "
-         "normalize, encoding (by position or keyword) and model, prompt_name, prompt, dimensions, truncate (by "
-         "keyword only)"),
+         "normalize, encoding (by position or keyword) and model, prompt_name, prompt, dimensions, truncate, cache "
+         "(by keyword only)"),
         ([["a"]], {"texts": ["b"]}, "inference.embed: multiple values for argument 'texts'; it takes"),
         ([["a"]], {"normalise": True, "b": 1}, "inference.embed: unknown argument(s) 'b', 'normalise'; accepted: "
-         "texts, normalize, encoding, model, prompt_name, prompt, dimensions, truncate"),
+         "texts, normalize, encoding, model, prompt_name, prompt, dimensions, truncate, cache"),
     ],
     ids=["too-many", "twice", "unknown"],
 )  # fmt: skip

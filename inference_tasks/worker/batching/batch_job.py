@@ -26,6 +26,8 @@ from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
 from inference_tasks.worker.batching.plan import NOT_RUN
+from inference_tasks.worker.cache.identity import DENSE
+from inference_tasks.worker.cache.lookup import rows_through_cache
 from inference_tasks.worker.kinds.shared_pass import PlannedEncode, PreEncoded
 from inference_tasks.worker.lifecycle.context import current
 from inference_tasks.worker.lifecycle.jobs import job_ends, job_starts
@@ -33,6 +35,7 @@ from inference_tasks.worker.lifecycle.recycling import tasks_left
 from inference_tasks.worker.lifecycle.task_traces import start_pass_span
 
 if TYPE_CHECKING:
+    from inference_tasks.worker.cache.lookup import VectorCache
     from inference_tasks.worker.kinds.model_holder import ModelHolder
     from inference_tasks.worker.kinds.model_kind import ModelKind
     from inference_tasks.worker.runtimes.capabilities import ServedModel
@@ -47,18 +50,37 @@ def encode_together(holder: ModelHolder, plans: Sequence[PlannedEncode]) -> dict
     if holder.served is None or holder.kind is None or not plans:
         return {}
     vectors: dict[str, PreEncoded] = {}
+    cache = holder.cache if holder.kind.cached_rows else None
     for group in holder.kind.pass_groups(plans):
         if group:
-            vectors.update(_encode_group(holder.kind, holder.served, group))
+            vectors.update(_encode_group(holder.kind, holder.served, group, cache))
     return vectors
 
 
-def _encode_group(kind: ModelKind, model: ServedModel, group: list[PlannedEncode]) -> dict[str, PreEncoded]:
+def _pass_through_cache(
+    kind: ModelKind, model: ServedModel, group: list[PlannedEncode], cache: VectorCache | None
+) -> tuple[Any, list[bool]]:  # fmt: skip
+    """The group's one pass, its texts read from the embedding cache first where it has them (the
+    plans that sent cache=false bypass it): only the misses reach the model, and none when all hit."""
+    texts = [text for plan in group for text in plan.texts]
+    if cache is None or not any(plan.cache for plan in group):
+        return kind.run_pass(model, group), [False] * len(texts)
+    normalize = group[0].normalize if kind.cached_rows == DENSE else False
+    space = cache.space(model, str(kind.cached_rows), normalize)
+    wanted = [plan.cache for plan in group for _ in plan.texts]
+    return rows_through_cache(
+        cache, space, model, texts, lambda misses: kind.run_pass(model, [PlannedEncode("", misses, normalize)]), wanted
+    )
+
+
+def _encode_group(
+    kind: ModelKind, model: ServedModel, group: list[PlannedEncode], cache: VectorCache | None = None
+) -> dict[str, PreEncoded]:  # fmt: skip
     started_at, started = time.time(), time.perf_counter()
     texts = sum(len(plan.texts) for plan in group)
     pass_span = start_pass_span(texts, len(group))  # None unless this process traces
     try:
-        encoded = kind.run_pass(model, group)
+        encoded, from_cache = _pass_through_cache(kind, model, group, cache)
     except Exception as error:
         logger.warning("the shared encode of a micro-batch failed; its tasks encode one by one", exc_info=True)
         if pass_span is not None:
@@ -74,8 +96,9 @@ def _encode_group(kind: ModelKind, model: ServedModel, group: list[PlannedEncode
     offset = 0
     for plan in group:
         share = encoded[offset : offset + len(plan.texts)]
+        cached = sum(from_cache[offset : offset + len(plan.texts)])
         vectors[plan.task_id] = PreEncoded(
-            plan.texts, plan.normalize, share, plan.query, started_at, per_text * len(plan.texts), link
+            plan.texts, plan.normalize, share, plan.query, started_at, per_text * len(plan.texts), link, cached
         )
         offset += len(plan.texts)
     return vectors

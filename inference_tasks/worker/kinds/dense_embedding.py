@@ -4,11 +4,12 @@ inference.embed_sparse; a rerank compares the query's vector with each document'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from inference_tasks.config.catalogue import EMBEDDING_KIND, ModelEntry
 from inference_tasks.contract.options import document_prompt, query_prompt
 from inference_tasks.routing import EMBED_SPARSE_TASK, RERANK_TASK
+from inference_tasks.worker.cache.identity import DENSE
 from inference_tasks.worker.kinds.model_kind import WARMUP_TEXTS, ModelKind
 from inference_tasks.worker.kinds.shared_pass import PlannedEncode, plain_texts, planned_texts
 from inference_tasks.worker.runtimes.registry import load_dense_encoder
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 class DenseEmbeddingKind(ModelKind):
     name = EMBEDDING_KIND
     called = "a dense embedding model"
+    cached_rows: ClassVar[str | None] = DENSE
 
     def load(self, source: str, device: str, options: LoadOptions) -> DenseEncoder:
         return load_dense_encoder(source, device, options)
@@ -35,13 +37,12 @@ class DenseEmbeddingKind(ModelKind):
             return None  # refused in the child: a dense model makes no sparse vectors
         if task != RERANK_TASK:
             return planned_texts(task, task_id, call, entry)
-        query, documents = call["query"], call["documents"]
-        if not plain_texts([query]) or not plain_texts(documents):
+        query, documents, cache = call["query"], call["documents"], call.get("cache", True)
+        if not plain_texts([query]) or not plain_texts(documents) or not isinstance(cache, bool):
             return None
         prefix = document_prompt(entry)
-        return PlannedEncode(
-            task_id, [query_prompt(entry) + query, *(prefix + document for document in documents)], True
-        )
+        read = [query_prompt(entry) + query, *(prefix + document for document in documents)]
+        return PlannedEncode(task_id, read, True, cache=cache)
 
     def pass_groups(self, plans: Sequence[PlannedEncode]) -> list[list[PlannedEncode]]:
         """One pass per normalize flag (a bi-encoder rerank's query and documents are normalized texts)."""

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from inference_tasks.config import Settings
     from inference_tasks.config.catalogue import ModelEntry
+    from inference_tasks.worker.cache.lookup import VectorCache
     from inference_tasks.worker.kinds.model_kind import ModelKind
     from inference_tasks.worker.kinds.shared_pass import PreEncoded
     from inference_tasks.worker.runtimes.capabilities import (
@@ -67,6 +68,10 @@ class ModelHolder:
     shared: PreEncoded | None = None
     # Quantization ranges by (normalize, dimensions), from the model's calibration vectors (calibration.py).
     calibration: dict[Any, Any] = field(default_factory=dict)
+    # The fleet's embedding cache (worker/cache/) when INFERENCE_CACHE_URL is set and the kind's rows
+    # can be cached; `cached`: how many texts of the last encode_for/sparse_for it answered (usage).
+    cache: VectorCache | None = None
+    cached: int = 0
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def load(
@@ -143,22 +148,39 @@ class ModelHolder:
         model = self.get()
         return cast("ModelKind", self.kind).pair_scorer(model)
 
-    def encode_for(self, task_id: str | None, texts: list[str], normalize: bool) -> np.ndarray:
-        """The task's vectors: encoded already with its micro-batch if so, else encoded now.
-        `shared` then holds the micro-batch's share (its timing feeds usage), else None. The task
-        asked dense() first, so the model is a dense encoder."""
+    def encode_for(self, task_id: str | None, texts: list[str], normalize: bool, cache: bool = True) -> np.ndarray:
+        """The task's vectors: encoded already with its micro-batch if so, else encoded now (through the
+        embedding cache unless `cache` is false). `shared` then holds the micro-batch's share (its
+        timing feeds usage), else None; `cached` how many came from the cache. The task asked dense()
+        first, so the model is a dense encoder."""
         encoder = cast("DenseEncoder", self.get())
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
         if pre is not None and pre.query is None and pre.normalize == normalize and pre.texts == texts:
-            self.shared = pre
+            self.shared, self.cached = pre, pre.cached
             return cast("np.ndarray", pre.vectors)
-        self.shared = None
+        self.shared, self.cached = None, 0
         with span("forward pass", **{"inference.texts": len(texts)}):
+            if cache and self.cache is not None and self.kind is not None and self.kind.cached_rows:
+                return cast(
+                    "np.ndarray",
+                    self._through_cache(
+                        encoder, texts, normalize, lambda read: encoder.encode(read, normalize=normalize)
+                    ),
+                )
             return encoder.encode(texts, normalize=normalize)
+
+    def _through_cache(self, model: Any, texts: list[str], normalize: bool, compute: Any) -> Any:
+        from inference_tasks.worker.cache.lookup import rows_through_cache
+
+        cache, output = cast("VectorCache", self.cache), str(cast("ModelKind", self.kind).cached_rows)
+        rows, from_cache = rows_through_cache(cache, cache.space(model, output, normalize), model, texts, compute)
+        self.cached = sum(from_cache)
+        return rows
 
     def score_for(self, scorer: PairScorer, task_id: str | None, query: str, documents: list[str]) -> np.ndarray:
         """`scorer`'s score of each (query, document) pair: scored with the micro-batch if so."""
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
+        self.cached = 0
         if pre is not None and pre.query == query and pre.texts == documents:
             self.shared = pre
             return cast("np.ndarray", pre.vectors)
@@ -166,14 +188,19 @@ class ModelHolder:
         with span("forward pass", **{"inference.texts": len(documents)}):
             return scorer.score_pairs([(query, document) for document in documents])
 
-    def sparse_for(self, encoder: SparseEncoder, task_id: str | None, texts: list[str]) -> list[SparseRow]:
-        """`encoder`'s rows for the task's texts: encoded with the micro-batch if so."""
+    def sparse_for(
+        self, encoder: SparseEncoder, task_id: str | None, texts: list[str], cache: bool = True
+    ) -> list[SparseRow]:  # fmt: skip
+        """`encoder`'s rows for the task's texts: encoded with the micro-batch if so, else now (through
+        the embedding cache unless `cache` is false)."""
         pre = self.pre_encoded.pop(task_id, None) if task_id else None
         if pre is not None and pre.query is None and pre.texts == texts:
-            self.shared = pre
+            self.shared, self.cached = pre, pre.cached
             return cast("list[SparseRow]", pre.vectors)
-        self.shared = None
+        self.shared, self.cached = None, 0
         with span("forward pass", **{"inference.texts": len(texts)}):
+            if cache and self.cache is not None and self.kind is not None and self.kind.cached_rows:
+                return cast("list[SparseRow]", self._through_cache(encoder, texts, False, encoder.encode_sparse))
             return encoder.encode_sparse(texts)
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:

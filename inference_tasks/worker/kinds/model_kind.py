@@ -28,6 +28,9 @@ class ModelKind(ABC):
     called: ClassVar[str]
     # Why a task that needs dense vectors is refused (a kind that makes none says what it serves).
     serves_instead: ClassVar[str] = ""
+    # What the embedding cache (worker/cache/) may keep of this kind's passes: one row per text,
+    # "dense" or "sparse"; None: nothing (a pair's score is not a text's own; a lookup is cheaper).
+    cached_rows: ClassVar[str | None] = None
 
     @abstractmethod
     def load(self, source: str, device: str, options: LoadOptions) -> ServedModel:

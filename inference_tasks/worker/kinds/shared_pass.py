@@ -23,6 +23,8 @@ class PlannedEncode:
     texts: list[str]
     normalize: bool
     query: str | None = None
+    # The task's `cache` argument: false, its texts bypass the embedding cache (worker/cache/).
+    cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class PreEncoded:
     seconds: float = 0.0
     # The shared pass's span context when tracing (task_traces.py): the task's span links to it.
     trace_link: Any = None
+    # How many of its texts the embedding cache answered (usage.cached).
+    cached: int = 0
 
 
 def planned_texts(task: str, task_id: str, call: dict[str, Any], entry: ModelEntry) -> PlannedEncode | None:
@@ -47,7 +51,8 @@ def planned_texts(task: str, task_id: str, call: dict[str, Any], entry: ModelEnt
     applied as the task applies them; None when its arguments are not plainly valid."""
     texts: Any = call.get("texts")
     normalize: Any = call.get("normalize", True)
-    if not plain_texts(texts) or not isinstance(normalize, bool):
+    cache: Any = call.get("cache", True)
+    if not plain_texts(texts) or not isinstance(normalize, bool) or not isinstance(cache, bool):
         return None
     prefix = query_prompt(entry) if task == CLASSIFY_TASK else ""
     if "prompt" in call:
@@ -55,7 +60,7 @@ def planned_texts(task: str, task_id: str, call: dict[str, Any], entry: ModelEnt
             prefix = resolve_prompt(task, entry, call["prompt_name"], call["prompt"])
         except InvalidInput:
             return None
-    return PlannedEncode(task_id, [prefix + text for text in texts] if prefix else texts, normalize)
+    return PlannedEncode(task_id, [prefix + text for text in texts] if prefix else texts, normalize, cache=cache)
 
 
 def plain_texts(texts: Any) -> bool:

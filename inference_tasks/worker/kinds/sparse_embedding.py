@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from inference_tasks.config.catalogue import SPARSE_KIND, ModelEntry
 from inference_tasks.routing import EMBED_SPARSE_TASK
+from inference_tasks.worker.cache.identity import SPARSE
 from inference_tasks.worker.kinds.model_kind import WARMUP_TEXTS, ModelKind
 from inference_tasks.worker.kinds.shared_pass import PlannedEncode, planned_texts
 from inference_tasks.worker.runtimes.torch.loader import load_sparse_encoder
@@ -21,6 +22,7 @@ class SparseEmbeddingKind(ModelKind):
     name = SPARSE_KIND
     called = "a sparse encoder"
     serves_instead = "it serves inference.embed_sparse only (it makes no dense vectors)"
+    cached_rows = SPARSE
 
     def load(self, source: str, device: str, options: LoadOptions) -> SparseEncoder:
         """On torch whatever the options say (the catalogue refuses another backend for this kind)."""

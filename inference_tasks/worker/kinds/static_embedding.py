@@ -11,3 +11,5 @@ from inference_tasks.worker.kinds.dense_embedding import DenseEmbeddingKind
 class StaticEmbeddingKind(DenseEmbeddingKind):
     name = STATIC_KIND
     called = "a static embedding model"
+    # A static model computes a vector faster than Redis can return one (docs/cache.md): never cached.
+    cached_rows = None

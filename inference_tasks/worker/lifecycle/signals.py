@@ -40,6 +40,7 @@ from inference_tasks.worker.lifecycle import (
     slots,
     task_traces,
 )
+from inference_tasks.worker.lifecycle.cache_start import open_worker_cache
 from inference_tasks.worker.lifecycle.context import WorkerContext, current, start
 from inference_tasks.worker.lifecycle.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.lifecycle.redis_room import wait_until_redis_has_room
@@ -105,6 +106,8 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     record.main_pid = os.getpid()
     if prefork and record.profile == PROFILE_INFERENCE and settings.preload_model:
         preload_model(ctx, settings)
+    if record.profile == PROFILE_INFERENCE:
+        open_worker_cache(ctx, settings)
     if prefork and record.threads == 1 and settings.adaptive_threads:
         ctx.budget = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)
     # Last: the consumer connects right after worker_init, and cannot start on a full Redis.

@@ -46,9 +46,9 @@ def embed(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     options = encode_options(EMBED_TASK, settings.served_model, request, encoder.dim)
     read = options.prompted(request["texts"])
     count = read_tokens(EMBED_TASK, encoder, read, options.truncate)
-    vectors = holder.encode_for(self.request.id, read, options.normalize)
+    vectors = holder.encode_for(self.request.id, read, options.normalize, request["cache"])
     result = {"model": encoder.name, "alias": request["model"], **vectors_as_asked(holder, settings, vectors, options)}
-    result["usage"] = clock.usage(count, holder.shared)
+    result["usage"] = clock.usage(count, holder.shared, holder.cached)
     note_tokens(count)
     return result
 
@@ -81,7 +81,7 @@ def classify(self: Task, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     count = count_tokens(CLASSIFY_TASK, counts, encoder.max_tokens, request["truncate"])
     if classifier is None:
         similarities = (
-            holder.encode_for(self.request.id, read, True)
+            holder.encode_for(self.request.id, read, True, request["cache"])
             @ holder.label_embeddings([prefix + label for label in labels] if prefix else labels).T
         )
         rows = [predictions(labels, row.tolist()) for row in similarities]
@@ -96,9 +96,9 @@ def classify(self: Task, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         if problem := head.runtime_problem(encoder.backend):
             raise InvalidInput(f"{CLASSIFY_TASK}: {problem}")
         rows = [predictions(head.labels, row.tolist()) for row in head.probabilities(
-            holder.encode_for(self.request.id, read, True)
+            holder.encode_for(self.request.id, read, True, request["cache"])
         )]  # fmt: skip
-    usage = clock.usage(count, holder.shared)
+    usage = clock.usage(count, holder.shared, holder.cached)
     note_tokens(count)
     served = {"model": encoder.name, "alias": alias}
     return [row | served | {"usage": row_usage(usage, index, counts, encoder.max_tokens)} for index, row in

@@ -59,7 +59,7 @@ def rerank(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         read_documents = [document_prompt(entry) + document for document in documents]
         count = read_tokens(RERANK_TASK, encoder, [read_query], truncate, "query")
         count.add(read_tokens(RERANK_TASK, encoder, read_documents, truncate, "documents"))
-        vectors = holder.encode_for(self.request.id, [read_query, *read_documents], True)
+        vectors = holder.encode_for(self.request.id, [read_query, *read_documents], True, request["cache"])
         scores = (vectors[1:] @ vectors[0]).tolist()
         method, name = BI_ENCODER, encoder.name
     order = sorted(range(len(documents)), key=lambda index: (-scores[index], index))[: request["top_n"]]
@@ -69,7 +69,7 @@ def rerank(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         | ({"document": documents[index]} if request["return_documents"] else {})
         for index in order
     ]
-    usage = clock.usage(count, holder.shared)
+    usage = clock.usage(count, holder.shared, holder.cached)
     note_tokens(count)
     return {"model": name, "alias": alias, "method": method, "results": results, "usage": usage}
 
@@ -100,7 +100,7 @@ def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
                              for start, end in found])  # fmt: skip
     count = read_tokens(EMBED_CHUNKS_TASK, encoder, read, True) if read else TokenCount()
     count.truncated = sorted({owners[index] for index in count.truncated})
-    vectors = holder.encode_for(None, read, options.normalize) if read else None
+    vectors = holder.encode_for(None, read, options.normalize, request["cache"]) if read else None
     chunks: list[list[dict[str, Any]]] = []
     result: dict[str, Any] = {"model": encoder.name, "alias": alias, "dim": 0, "encoding": options.encoding}
     rows = vectors_as_asked(holder, settings, vectors, options) if vectors is not None else None
@@ -116,7 +116,7 @@ def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         )
         position += len(found)
     result["chunks"] = chunks
-    result["usage"] = clock.usage(count, None)
+    result["usage"] = clock.usage(count, None, holder.cached if read else 0)
     note_tokens(count)
     return result
 

@@ -45,13 +45,13 @@ def embed_sparse(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     read = [prefix + text for text in texts] if prefix else texts
     count = read_tokens(EMBED_SPARSE_TASK, encoder, read, truncate)
     embeddings = []
-    for row in holder.sparse_for(encoder, self.request.id, read):
+    for row in holder.sparse_for(encoder, self.request.id, read, request["cache"]):
         kept = pruned(row, top_k, floor)
         embedding: dict[str, Any] = {"indices": kept.indices.tolist(), "values": kept.values.tolist()}
         if return_tokens:
             embedding["tokens"] = encoder.vocabulary_tokens(embedding["indices"])
         embeddings.append(embedding)
-    usage = clock.usage(count, holder.shared)
+    usage = clock.usage(count, holder.shared, holder.cached)
     note_tokens(count)
     return {"model": encoder.name, "alias": alias, "dim": encoder.dim, "embeddings": embeddings, "usage": usage}
 

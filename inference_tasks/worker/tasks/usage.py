@@ -7,7 +7,8 @@ message header routing.SENT_AT_HEADER (Unix seconds); a raw producer that does n
 measures from that stamp to the moment the task's work began (its micro-batch's shared forward pass,
 or its own), across two hosts' clocks: keep them synchronised (NTP); a stamp from the future counts 0.
 `inference_ms` is the task's own time in the child plus its share of a micro-batch's shared pass
-(shared by number of texts).
+(shared by number of texts). `cached` counts the texts (or chunks) whose vectors the fleet's embedding
+cache answered (worker/cache/; 0 when the worker has none or the task sent cache=false).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class TaskClock:
             return cls(float(stamp))
         return cls(None)
 
-    def usage(self, count: TokenCount, shared: PreEncoded | None) -> dict[str, Any]:
-        """The `usage` object of a result; `shared`: the micro-batch share its vectors came from."""
+    def usage(self, count: TokenCount, shared: PreEncoded | None, cached: int = 0) -> dict[str, Any]:
+        """The `usage` object of a result; `shared`: the micro-batch share its vectors came from;
+        `cached`: how many of its texts (or chunks) the embedding cache answered."""
         began = shared.started_at if shared is not None and shared.started_at else self.wall_start
         own = time.perf_counter() - self.perf_start
         inference_s = own + (shared.seconds if shared is not None else 0.0)
@@ -76,4 +78,5 @@ class TaskClock:
             "truncated": count.truncated,
             "inference_ms": round(inference_s * 1000, 3),
             "queue_ms": queue_ms,
+            "cached": cached,
         }

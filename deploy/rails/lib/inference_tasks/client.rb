@@ -44,31 +44,36 @@ module InferenceTasks
     # queue ("inference.e5") and names it, so no other model answers it; nil: the default model.
     # prompt_name: one of the model's catalogue prompts ("query"), or prompt: a literal prefix;
     # dimensions: the first N components (Matryoshka); truncate: false fails a text longer than the
-    # model reads instead of cutting it (usage["truncated"] lists the cut ones otherwise).
+    # model reads instead of cutting it (usage["truncated"] lists the cut ones otherwise). cache: false
+    # (every enqueue method takes it) asks a worker with the fleet's embedding cache to compute every
+    # text and store none; nil sends nothing (the task's default, true).
     def enqueue_embed(texts, normalize: true, encoding: nil, model: nil, prompt_name: nil, prompt: nil,
-                      dimensions: nil, truncate: nil, **options)
+                      dimensions: nil, truncate: nil, cache: nil, **options)
       kwargs = { "normalize" => normalize }
       kwargs["encoding"] = encoding if encoding
       kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: dimensions,
-                                     truncate: truncate))
+                                     truncate: truncate, cache: cache))
       enqueue("inference.embed", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.rerank: documents ordered by relevance to query; returns the task id.
-    def enqueue_rerank(query, documents, top_n: nil, return_documents: false, model: nil, truncate: nil, **options)
+    def enqueue_rerank(query, documents, top_n: nil, return_documents: false, model: nil, truncate: nil, cache: nil,
+                       **options)
       kwargs = { "return_documents" => return_documents }
       kwargs["top_n"] = top_n if top_n
       kwargs["truncate"] = truncate unless truncate.nil?
+      kwargs["cache"] = cache unless cache.nil?
       enqueue("inference.rerank", [query, documents], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.embed_chunks: long texts split into windows the model reads, each embedded.
     def enqueue_embed_chunks(texts, chunk_tokens: nil, overlap_tokens: 32, normalize: true, encoding: nil, model: nil,
-                             prompt_name: nil, prompt: nil, dimensions: nil, **options)
+                             prompt_name: nil, prompt: nil, dimensions: nil, cache: nil, **options)
       kwargs = { "overlap_tokens" => overlap_tokens, "normalize" => normalize }
       kwargs["chunk_tokens"] = chunk_tokens if chunk_tokens
       kwargs["encoding"] = encoding if encoding
-      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: dimensions, truncate: nil))
+      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: dimensions, truncate: nil,
+                                     cache: cache))
       enqueue("inference.embed_chunks", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
@@ -76,18 +81,20 @@ module InferenceTasks
     # {"indices", "values"}; top_k keeps the k largest weights, min_weight drops smaller ones,
     # return_tokens adds each index's word piece.
     def enqueue_embed_sparse(texts, model:, top_k: nil, min_weight: nil, return_tokens: false, prompt_name: nil,
-                             prompt: nil, truncate: nil, **options)
+                             prompt: nil, truncate: nil, cache: nil, **options)
       kwargs = { "return_tokens" => return_tokens }
       kwargs["top_k"] = top_k if top_k
       kwargs["min_weight"] = min_weight if min_weight
-      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: nil, truncate: truncate))
+      kwargs.merge!(contract_options(prompt_name: prompt_name, prompt: prompt, dimensions: nil, truncate: truncate,
+                                     cache: cache))
       enqueue("inference.embed_sparse", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
     # Enqueue inference.classify (zero-shot over labels); returns the task id. model, truncate: as for
     # enqueue_embed.
-    def enqueue_classify(texts, labels, model: nil, truncate: nil, **options)
+    def enqueue_classify(texts, labels, model: nil, truncate: nil, cache: nil, **options)
       kwargs = truncate.nil? ? {} : { "truncate" => truncate }
+      kwargs["cache"] = cache unless cache.nil?
       enqueue("inference.classify", [texts, labels], with_model(kwargs, model), **for_model(model, options))
     end
 
@@ -102,10 +109,11 @@ module InferenceTasks
     end
 
     # Enqueue inference.classify with a trained head instead of zero-shot labels.
-    def enqueue_classify_with(classifier, texts, version: nil, model: nil, truncate: nil, **options)
+    def enqueue_classify_with(classifier, texts, version: nil, model: nil, truncate: nil, cache: nil, **options)
       kwargs = { "classifier" => classifier }
       kwargs["classifier_version"] = version if version
       kwargs["truncate"] = truncate unless truncate.nil?
+      kwargs["cache"] = cache unless cache.nil?
       enqueue("inference.classify", [texts], with_model(kwargs, model), **for_model(model, options))
     end
 
@@ -237,8 +245,9 @@ module InferenceTasks
 
     private
 
-    def contract_options(prompt_name:, prompt:, dimensions:, truncate:)
+    def contract_options(prompt_name:, prompt:, dimensions:, truncate:, cache: nil)
       options = {}
+      options["cache"] = cache unless cache.nil?
       options["prompt_name"] = prompt_name if prompt_name
       options["prompt"] = prompt if prompt
       options["dimensions"] = dimensions if dimensions
