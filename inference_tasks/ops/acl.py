@@ -14,9 +14,12 @@ and commands its role needs:
   reading corpus sources (`inference-tasks:sources:*`);
 - inference-operator (Flower, the exporter, doctor, status): reads dead letters, results, heads and
   INFO/CONFIG GET; sends remote-control broadcasts and reads their replies; follows events; writes the
-  unacked record and the queues only as kombu's visibility sweep, which every kombu consumer runs.
+  unacked record and the queues only as kombu's visibility sweep, which every kombu consumer runs;
+- inference-cache, for the embedding cache's own Redis (INFERENCE_CACHE_URL; load the same file there):
+  MGET, GET and SET on the cache's key prefix only, and what doctor and status read (INFO, CONFIG GET,
+  DBSIZE); no other key, no pub/sub, no admin command.
 
-Passwords come from INFERENCE_ACL_PASSWORD_PRODUCER / _WORKER / _TRAINER / _OPERATOR, else are
+Passwords come from INFERENCE_ACL_PASSWORD_PRODUCER / _WORKER / _TRAINER / _OPERATOR / _CACHE, else are
 generated; the file holds only their SHA-256, and generated ones are printed once, on stderr.
 """
 
@@ -28,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from inference_tasks.redis_access.keys import (
+    CACHE_KEY_PREFIX,
     CLASSIFIER_NAMES_KEY,
     CONTROL_BROADCAST_CHANNEL,
     DEAD_LETTER_KEY,
@@ -47,7 +51,7 @@ from inference_tasks.redis_access.keys import (
 )
 from inference_tasks.routing import INFERENCE_QUEUE, PRIORITY_SEPARATOR, TRAINING_QUEUE
 
-ROLES = ("producer", "worker", "trainer", "operator")
+ROLES = ("producer", "worker", "trainer", "operator", "cache")
 PASSWORD_VARIABLE = "INFERENCE_ACL_PASSWORD_{}"
 # Corpus sources (inference.embed_corpus's source_key) under ACLs: lists the producer writes and the
 # trainer reads.
@@ -107,6 +111,9 @@ WORKER_RECORDS = (
 WAKEUP = "+client|tracking"
 HEADS = (CLASSIFIER_NAMES_KEY, f"{KEY_PREFIX}:classifier:*")
 SIDEKIQ = ("queue:*", SIDEKIQ_QUEUES_KEY)
+# The embedding cache's user: a batch's entries read (MGET) and written (SET ... EX, pipelined), and what
+# doctor and status read of that server.
+CACHE_COMMANDS = "+mget +get +set +info +config|get +dbsize"
 
 
 def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
@@ -135,6 +142,8 @@ def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
             keys(*worker_keys, *HEADS, f"{KEY_PREFIX}:corpus:*", read_only=(SOURCES_PATTERN,)),
             channels(*RESULTS, *fanout, *gossip(db), INVALIDATE_CHANNEL),
         ])  # fmt: skip
+    if role == "cache":
+        return " ".join([CONNECTION, CACHE_COMMANDS, keys(f"{CACHE_KEY_PREFIX}*")])
     if role == "operator":
         return " ".join([
             # Writes only where keys allow: its remote-control reply queues, its event queue, kombu's

@@ -15,6 +15,7 @@ from typing import Any
 
 from inference_tasks.config import Settings
 from inference_tasks.config.defaults import ENV_PREFIX
+from inference_tasks.ops.cache_report import cache_findings
 from inference_tasks.ops.precision_report import precision_finding
 from inference_tasks.ops.runtime_labels import device_label, runtime_label, runtime_name
 from inference_tasks.ops.runtime_report import runtime_finding
@@ -272,13 +273,15 @@ def render(checks: list[Check], verdicts: list[HostVerdict], console: Any) -> No
 
 def run_doctor(app: Any, console: Any, check_the_model: bool = True, timeout: float = 2.0) -> int:
     """Every check, printed; the exit code: 0 when all are OK, 1 otherwise."""
-    from inference_tasks.redis_access.connections import broker_redis, result_redis
+    from inference_tasks.redis_access.connections import broker_redis, cache_redis, result_redis
 
     checks = redis_checks(*read_redis(broker_redis(app.settings)))
     broker_ok = checks[0].ok
     if app.settings.results_apart:
         variable = f"{ENV_PREFIX}RESULT_REDIS_URL"
         checks += redis_checks(*read_redis(result_redis(app.settings)), "result redis", variable, "stored result")
+    if app.settings.cache_url:
+        checks += [Check(*found) for found in cache_findings(*read_redis(cache_redis(app.settings)))]
     if check_the_model:
         checks.append(check_model(app.settings))
     replies = ask_workers(app, timeout) if broker_ok else {}

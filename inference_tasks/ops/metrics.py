@@ -123,6 +123,7 @@ class InferenceCollector(Collector):
         workers.add_metric([], len(replies))
         yield workers
         yield from _child_metrics(replies)
+        yield from _cache_metrics(replies)
         yield from _host_metrics(replies)
         yield from precision_metric(replies)
         yield from runtime_metric(replies)
@@ -173,6 +174,34 @@ def _child_metrics(replies: dict[str, Any]) -> Iterator[Any]:
             load.add_metric([node, model], report["model_load_seconds"])
         exited.add_metric([node], report.get("children_exited") or 0)
     yield from (os_threads, compute, rss, runtime, load, exited, tokens)
+
+
+def _cache_metrics(replies: dict[str, Any]) -> Iterator[Any]:
+    """Per worker and model, the embedding cache's counters since the worker started (workers with one)."""
+    labels = ["worker", "model"]
+    hits = CounterMetricFamily("inference_cache_hits", "Texts whose vector the embedding cache answered", labels=labels)
+    misses = CounterMetricFamily(
+        "inference_cache_misses", "Texts looked up in the embedding cache and computed", labels=labels
+    )
+    errors = CounterMetricFamily(
+        "inference_cache_errors",
+        "Embedding cache failures (down, slow, full) and entries that were not well-formed rows",
+        labels=labels,
+    )
+    moved = CounterMetricFamily(
+        "inference_cache_bytes", "Bytes of cache entries read and written", labels=[*labels, "direction"]
+    )
+    for node, report in sorted(replies.items()):
+        counts = report.get("cache")
+        if not counts:
+            continue
+        model = report.get("alias") or ""
+        hits.add_metric([node, model], counts.get("hits", 0))
+        misses.add_metric([node, model], counts.get("misses", 0))
+        errors.add_metric([node, model], counts.get("errors", 0))
+        moved.add_metric([node, model, "read"], counts.get("bytes_read", 0))
+        moved.add_metric([node, model, "written"], counts.get("bytes_written", 0))
+    yield from (hits, misses, errors, moved)
 
 
 def _host_metrics(replies: dict[str, Any]) -> Iterator[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from inference_tasks.ops.cache_report import show_cache
 from inference_tasks.redis_access import queue_state
 from inference_tasks.redis_access.connections import broker_redis, result_redis
 
@@ -33,6 +34,8 @@ def show_status(app: Any, console: Any, timeout: float = 1.0, failures: int = 10
     console.print(f"unacknowledged (running or prefetched): {queues.unacked}   dead-lettered: {queues.dead_letters}")
     if app.settings.results_apart and not show_result_redis(app.settings, console):
         return 1
+    if app.settings.cache_url:
+        show_cache(app.settings, console)
 
     replies = app.control.ping(timeout=timeout) or []
     workers = Table(title=f"workers online: {len(replies)}")

@@ -96,6 +96,19 @@ def sidekiq_redis(settings: Settings) -> redis.Redis:
     return _client_for(settings, settings.sidekiq_redis_url, master)
 
 
+def cache_redis(settings: Settings) -> redis.Redis:
+    """A new client on the embedding cache's Redis (INFERENCE_CACHE_URL; TLS, Sentinel and ACL as the other
+    URLs), every connect and command bounded by INFERENCE_CACHE_TIMEOUT_MS: a slow cache costs a miss."""
+    if not settings.cache_url:
+        raise ValueError("no cache: INFERENCE_CACHE_URL is not set")
+    master = settings.cache_sentinel_master or settings.redis_sentinel_master
+    tls = (settings.redis_tls_ca_file, master, settings.redis_sentinel_tls, settings.redis_tls_cert_reqs)
+    client = new_redis(settings.cache_url, *tls)
+    timeout = settings.cache_timeout_ms / 1000
+    client.connection_pool.connection_kwargs.update(socket_connect_timeout=timeout, socket_timeout=timeout)
+    return client
+
+
 def _sentinel_master(url: str, master: str | None, tls: dict[str, Any] | None) -> redis.Redis:
     from urllib.parse import urlsplit
 

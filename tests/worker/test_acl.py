@@ -74,7 +74,7 @@ def test_generated_passwords_are_printed_once_and_only_hashes_are_in_the_file():
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     passwords = [line.rsplit(" ", 1)[1] for line in made.stderr.splitlines()]
-    assert len(passwords) == 4 and not any(password in made.stdout for password in passwords)
+    assert len(passwords) == len(ROLES) == 5 and not any(password in made.stdout for password in passwords)
     assert made.stdout.splitlines()[0] == "user default off"
     assert "~training" not in role_rules("producer") and "~training" in role_rules("producer", producer_trains=True)
 

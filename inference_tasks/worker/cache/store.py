@@ -57,6 +57,8 @@ class CacheStore:
     def client(self) -> redis.Redis:
         """This process's client (a new one after a fork), every command bounded by the cache timeout."""
         if self._client is None or self._client_pid != os.getpid():
+            from inference_tasks.redis_access.connections import cache_redis
+
             self._client, self._client_pid = cache_redis(self.settings), os.getpid()
         return self._client
 
@@ -86,6 +88,12 @@ class CacheStore:
             return
         self.tally.bytes_written += sum(len(entry) for _, entry in entries)
 
+    def take_tally(self) -> dict[str, int]:
+        """The counts since the last call (the slot table adds them up for the exporter), reset."""
+        counts = {name: int(value) for name, value in vars(self.tally).items()}
+        self.tally = CacheTally()
+        return counts
+
     def _resting(self) -> bool:
         return time.monotonic() < self._resting_until
 
@@ -102,23 +110,3 @@ class CacheStore:
                 "embedding cache %s failed (%s: %s); texts are computed, the cache is tried again in %.0f s "
                 "(this warning at most once a minute)", what, type(error).__name__, error, RETRY_AFTER_S,
             )  # fmt: skip
-
-
-def cache_redis(settings: Settings) -> redis.Redis:
-    """A new client on INFERENCE_CACHE_URL (TLS, Sentinel and ACL as the other Redis URLs), every
-    connect and command bounded by INFERENCE_CACHE_TIMEOUT_MS."""
-    from inference_tasks.redis_access.connections import new_redis
-
-    if not settings.cache_url:
-        raise ValueError("no cache: INFERENCE_CACHE_URL is not set")
-    master = settings.cache_sentinel_master or settings.redis_sentinel_master
-    client = new_redis(
-        settings.cache_url,
-        settings.redis_tls_ca_file,
-        master,
-        settings.redis_sentinel_tls,
-        settings.redis_tls_cert_reqs,
-    )
-    timeout = settings.cache_timeout_ms / 1000
-    client.connection_pool.connection_kwargs.update(socket_connect_timeout=timeout, socket_timeout=timeout)
-    return client

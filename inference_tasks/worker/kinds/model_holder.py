@@ -72,6 +72,8 @@ class ModelHolder:
     # can be cached; `cached`: how many texts of the last encode_for/sparse_for it answered (usage).
     cache: VectorCache | None = None
     cached: int = 0
+    # Why this worker has no cache although INFERENCE_CACHE_URL is set (worker_info says it); None otherwise.
+    cache_off: str | None = None
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def load(

@@ -48,12 +48,14 @@ def open_worker_cache(ctx: WorkerContext, settings: Settings) -> None:
     entry = settings.served_model
     output = kind_of(entry).cached_rows
     if output is None:
+        ctx.model.cache_off = f"model {entry.alias!r} is of kind {entry.kind!r}, whose results are not cached"
         logger.warning("embedding cache off: model %r is of kind %r, whose results are not cached", entry.alias,
                        entry.kind)  # fmt: skip
         return
     try:
         ctx.model.cache = open_cache(settings, output)
     except (OSError, ValueError) as error:
+        ctx.model.cache_off = f"the files of model {entry.alias!r} could not be read for its identity ({error})"
         logger.warning("embedding cache off: the files of model %r could not be read (%s)", entry.alias, error)
         return
     logger.info("embedding cache on (%s rows, entries kept %d s)", output, settings.cache_ttl_s)

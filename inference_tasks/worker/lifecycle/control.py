@@ -116,6 +116,8 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         # Input tokens read by this worker's children since it started (usage.tokens summed; a
         # counter that restarts with the worker).
         "tokens_served": ctx.slots.tokens_served(),
+        # The embedding cache (worker/cache/): None when off, else its counters since the worker started.
+        "cache": None if holder.cache is None else ctx.slots.cache_counts(),
         "max_tasks_per_child": settings.max_tasks_per_child,
     }
 

@@ -20,6 +20,9 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+# The embedding cache's counters each slot keeps (worker/cache/store.py's CacheTally), in this order.
+CACHE_COUNTERS = ("hits", "misses", "errors", "bytes_read", "bytes_written")
+
 # The precision each slot's model computes in (the runtime's own choice for OpenVINO's "auto"),
 # as an index into PRECISIONS; 0 = not yet known.
 # Two joined by "/": an auto child routing small and large passes to two precisions (runtimes/auto/).
@@ -40,6 +43,8 @@ class SlotTable:
         self.precision: Any = RawArray("b", size)
         # Input tokens the slot's children have read (usage.tokens summed), across recycles.
         self.tokens: Any = RawArray("q", size)
+        # The slot's embedding cache counters (CACHE_COUNTERS per slot), across recycles.
+        self.cache: Any = RawArray("q", size * len(CACHE_COUNTERS))
         # The pid of the slot's current child (0: none started yet), so the main process can tell
         # which slot a child it lists by pid holds.
         self.pid: Any = RawArray("i", size)
@@ -126,6 +131,21 @@ class Slots:
         """Called in a child after each inference task: the input tokens it read (usage.tokens)."""
         if (table := self._entry(slot)) is not None:
             table.tokens[slot] += count
+
+    def add_cache(self, slot: int | None, counts: dict[str, int]) -> None:
+        """Called in a child after each inference task: what its embedding cache did since the last call."""
+        if (table := self._entry(slot)) is not None and slot is not None:
+            for offset, name in enumerate(CACHE_COUNTERS):
+                table.cache[slot * len(CACHE_COUNTERS) + offset] += counts.get(name, 0)
+
+    def cache_counts(self) -> dict[str, int]:
+        """Every slot's embedding cache counters added up, since the worker started (main process)."""
+        table = self.table
+        width = len(CACHE_COUNTERS)
+        return {
+            name: sum(table.cache[slot * width + offset] for slot in range(table.size)) if table is not None else 0
+            for offset, name in enumerate(CACHE_COUNTERS)
+        }
 
     def tokens_served(self) -> int:
         """Input tokens every slot's children have read since the worker started (main process)."""

@@ -73,4 +73,17 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "parent": {"pid": parent_pid, "os_threads": threads.os_thread_count(parent_pid)},
         "redis_url": self.app.settings.redacted_redis_url,
         "result_redis_url": self.app.settings.redacted_results_url,
+        # The fleet's embedding cache (worker/cache/): on when INFERENCE_CACHE_URL is set and the model's
+        # kind is cached; off_because says why it is off where it was asked for.
+        "cache": cache_report(holder.cache, holder.cache_off, self.app.settings),
     }
+
+
+def cache_report(cache: Any, off_because: str | None, settings: Any) -> dict[str, Any]:
+    """worker_info's "cache": on or off (and why), and where and how long entries live when on."""
+    from inference_tasks.config.checks import redact
+
+    if cache is None:
+        return {"on": False, "off_because": off_because or "INFERENCE_CACHE_URL is not set"}
+    return {"on": True, "url": redact(settings.cache_url), "ttl_s": settings.cache_ttl_s,
+            "timeout_ms": settings.cache_timeout_ms}  # fmt: skip

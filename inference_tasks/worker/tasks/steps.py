@@ -42,6 +42,9 @@ def vectors_as_asked(
 
 
 def note_tokens(count: TokenCount) -> None:
-    """Add a task's input tokens to its slot's count (the exporter's inference_tokens_total)."""
+    """Add a task's input tokens to its slot's count (the exporter's inference_tokens_total), and what its
+    embedding cache did (inference_cache_*_total)."""
     ctx = current()
     ctx.slots.add_tokens(ctx.process.pool_slot, count.tokens)
+    if ctx.model.cache is not None:
+        ctx.slots.add_cache(ctx.process.pool_slot, ctx.model.cache.store.take_tally())
