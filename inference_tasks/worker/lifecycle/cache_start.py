@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from inference_tasks.config.checks import redact
 from inference_tasks.worker.lifecycle.start_checks import RefusedToStart
@@ -21,16 +22,32 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def server_of(url: str, master: str | None) -> tuple[object, ...]:
+    """Which Redis server a URL reaches, whatever its database (maxmemory-policy is per server, not per
+    database): host and port, a socket's path, or a Sentinel group's sentinels and master name."""
+    parts = [urlsplit(part) for part in url.split(";")]
+    if parts[0].scheme == "unix":
+        return ("unix", parts[0].path)
+    if parts[0].scheme == "sentinel":
+        return ("sentinel", frozenset((part.hostname, part.port) for part in parts), master)
+    return ("tcp", parts[0].hostname, parts[0].port or 6379)
+
+
 def refuse_cache_on_a_queue_redis(settings: Settings) -> None:
-    """Stop the worker if INFERENCE_CACHE_URL is the broker's or the results' Redis URL."""
+    """Stop the worker if INFERENCE_CACHE_URL reaches the broker's or the results' Redis server (any database)."""
     if not settings.cache_url:
         return
-    for variable, url in (("REDIS_URL", settings.redis_url), ("INFERENCE_RESULT_REDIS_URL", settings.results_url)):
-        if settings.cache_url.rstrip("/") == url.rstrip("/"):
+    cache = server_of(settings.cache_url, settings.cache_sentinel_master or settings.redis_sentinel_master)
+    for variable, url, master in (
+        ("REDIS_URL", settings.redis_url, settings.redis_sentinel_master),
+        ("INFERENCE_RESULT_REDIS_URL", settings.results_url, settings.results_sentinel_master),
+    ):
+        if cache == server_of(url, master):
             message = (
-                f"INFERENCE_CACHE_URL is {variable} ({redact(url)}): the embedding cache needs a Redis of its own, "
-                "run with maxmemory and maxmemory-policy allkeys-lru, a policy that would evict queued tasks and "
-                "unread results there (docs/cache.md); point it at another Redis, or unset it"
+                f"INFERENCE_CACHE_URL is on the server of {variable} ({redact(url)}): the embedding cache needs a "
+                "Redis server of its own, run with maxmemory and maxmemory-policy allkeys-lru, a policy that would "
+                "evict queued tasks and unread results there, in any database (docs/cache.md); point it at another "
+                "Redis server, or unset it"
             )
             logger.critical(message)
             raise RefusedToStart(message)
