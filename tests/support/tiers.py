@@ -34,6 +34,7 @@ MODULE_TIERS = {
     "test_atomic_take": "redis",  # its own redis-server with a small maxmemory
     "test_openvino": "worker",  # exports and quantizes the real model (~80 s)
     "test_gem_wakeup": "redis",  # a Sentinel cluster of its own for the failover case
+    "test_cache_lookup": "redis",  # a full cache: its own redis-server with a small maxmemory
 }
 # The tiers, by what they need, and the folders: a folder's tests need at most its tier.
 TIERS = ("unit", "redis", "worker")

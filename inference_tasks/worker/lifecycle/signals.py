@@ -40,7 +40,7 @@ from inference_tasks.worker.lifecycle import (
     slots,
     task_traces,
 )
-from inference_tasks.worker.lifecycle.cache_start import open_worker_cache
+from inference_tasks.worker.lifecycle.cache_start import open_worker_cache, refuse_cache_on_a_queue_redis
 from inference_tasks.worker.lifecycle.context import WorkerContext, current, start
 from inference_tasks.worker.lifecycle.jobs import job_ends, job_starts, record_device
 from inference_tasks.worker.lifecycle.redis_room import wait_until_redis_has_room
@@ -79,6 +79,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
         return
     settings = sender.app.settings
     refuse_to_start_without_a_model(settings, list(sender.app.amqp.queues.consume_from))
+    refuse_cache_on_a_queue_redis(settings)
     prefork = issubclass(get_implementation(sender.pool_cls), PreforkTaskPool)
     ctx = start()
     record = ctx.process
