@@ -9,6 +9,7 @@ server stops the worker at start."""
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from inference_tasks.routing import CLASSIFY_TASK, EMBED_CHUNKS_TASK, EMBED_TASK
 from tests.support.local import clean_env
 from tests.support.localstack import REPO_ROOT, start_redis
 from tests.support.operator_tools import exporter, scrape
+from tests.support.ruby_runner import ruby
 from tests.support.tickets import dataset
 from tests.support.waiting import wait_until
 
@@ -209,3 +211,14 @@ def test_a_worker_refuses_a_cache_on_its_brokers_server(start_worker, fresh_redi
     wait_until(lambda: refused.process.poll() is not None, 60, "the worker to stop")
     assert refused.process.returncode != 0 and "ready." not in refused.log()
     assert "INFERENCE_CACHE_URL is on the server of REDIS_URL" in refused.log()
+
+
+@pytest.mark.external
+def test_the_python_client_and_the_gem_send_the_cache_argument(worker, first_sent):
+    from inference_tasks import client
+
+    texts = ["the gem's own texts, never sent before", "and a second one"]
+    assert client.embed(worker.app, TICKETS[:2])["usage"]["cached"] == 2
+    assert client.embed(worker.app, TICKETS[:2], cache=False)["usage"]["cached"] == 0
+    found = ruby("cache_embed.rb", worker.redis_url, TEXTS=json.dumps(texts))
+    assert found == {"first": 0, "second": 2, "bypassed": 0, "classify_bypassed": 0, "rerank": 2}
