@@ -52,7 +52,7 @@ def unpack_dense(entry: bytes | None, dim: int) -> np.ndarray | None:
     payload = _payload(entry, DENSE_HEADER)
     if payload is None or dim <= 0 or len(payload) != 4 * dim:
         return None
-    return np.frombuffer(payload, dtype="<f4").astype(np.float32)
+    return np.frombuffer(payload, dtype="<f4")  # read-only; the caller stacks rows into a new array
 
 
 def pack_sparse(row: SparseRow) -> bytes:

@@ -11,6 +11,7 @@ one it cuts is cut at max_seq_length, which is here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -41,15 +42,15 @@ class VectorSpace:
     normalize: bool
     output: str = DENSE
 
-    @property
-    def digest(self) -> str:
+    @functools.cached_property
+    def prefix(self) -> str:
+        """Every key of this space starts with it: the cache's prefix and the space's digest."""
         text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return f"{CACHE_KEY_PREFIX}{hashlib.sha256(text.encode()).hexdigest()[:16]}:"
 
     def key(self, text: str) -> str:
-        """The entry's key for `text` as the model reads it (prompt included)."""
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return f"{CACHE_KEY_PREFIX}{self.digest}:{digest}"
+        """The entry's key for `text` as the model reads it (prompt included): a 128-bit BLAKE2b digest."""
+        return self.prefix + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def model_digest(directory: Path, memo_dir: Path | None = None) -> str:
