@@ -106,6 +106,10 @@ def test_entries_that_are_not_rows_are_recomputed_and_overwritten(cache_url, cap
     assert cache.store.take_tally()["errors"] == 3
     model.computed.clear()
     assert through(cache, model, texts)[1] == [True] * 3 and model.computed == []
+    client.set(keys[0], b"garbage again")
+    with caplog.at_level(logging.WARNING):
+        assert sum(through(cache, model, texts)[1]) == 2 and len(model.computed) == 1
+    assert caplog.text.count("not well-formed rows") == 1, "a second warning within the minute"
 
 
 def test_sparse_rows_are_cached_apart_from_dense_ones(cache_url):
@@ -128,7 +132,7 @@ def test_a_dead_cache_costs_speed_only_and_is_left_alone_a_while(caplog):
     assert rows.tobytes() == np.stack([model.row("a"), model.row("b")]).tobytes()
     # One read failed; the write after it and the second call did not try (resting), one warning in all.
     assert cache.store.take_tally()["errors"] == 1
-    assert caplog.text.count("embedding cache read failed") == 1
+    assert caplog.text.count("embedding cache: read failed") == 1
 
 
 def test_a_full_cache_that_refuses_writes_costs_speed_only(tmp_path):

@@ -36,3 +36,18 @@ def test_a_worker_refuses_a_cache_on_a_redis_that_queues_or_stores_results(cache
 def test_a_cache_of_its_own_is_accepted():
     refuse_cache_on_a_queue_redis(Settings(redis_url=BROKER, cache_url="redis://127.0.0.1:6380/0"))
     refuse_cache_on_a_queue_redis(Settings(redis_url=BROKER, cache_url="redis://cache.internal:6379/0"))
+
+
+def test_the_cache_client_is_bounded_by_the_timeout_over_tls_and_sentinel():
+    from redis.sentinel import SentinelConnectionPool
+
+    from inference_tasks.redis_access.connections import cache_redis
+
+    tls = cache_redis(Settings(cache_url="rediss://:pw@cache:6380/0", cache_timeout_ms=50))
+    assert tls.connection_pool.connection_kwargs["socket_timeout"] == 0.05
+    assert tls.connection_pool.connection_class.__name__ == "SSLConnection"
+    sentinel = cache_redis(Settings(cache_url="sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379/0",
+                                    cache_sentinel_master="cache-group"))  # fmt: skip
+    pool = sentinel.connection_pool
+    assert isinstance(pool, SentinelConnectionPool) and pool.service_name == "cache-group"
+    assert pool.connection_kwargs["socket_timeout"] == 0.1 and pool.connection_kwargs["socket_connect_timeout"] == 0.1

@@ -170,6 +170,17 @@ def test_redis_everywhere_keeps_its_queue_and_has_a_memory_ceiling():
     assert maxmemory <= 0.8 * memory_bytes(container["resources"]["limits"]["memory"])
 
 
+def test_compose_gives_the_worker_a_cache_of_its_own_that_evicts():
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    joined = " ".join(services["cache"]["command"])
+    assert "--maxmemory-policy allkeys-lru" in joined and "--maxmemory 512mb" in joined
+    url = services["worker"]["environment"]["INFERENCE_CACHE_URL"]
+    assert url.startswith("redis://cache:") and services["worker"]["environment"]["REDIS_URL"].startswith(
+        "redis://redis:"
+    )
+    assert services["worker"]["depends_on"]["cache"]["condition"] == "service_healthy"
+
+
 def test_compose_file_parses_and_stops_gracefully():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]

@@ -42,9 +42,19 @@ def test_one_percentile_for_every_script():
         percentile([1.0, 2.0], 99)
 
 
-def test_configurations_alternate_so_none_always_runs_first_or_last():
-    """Round 0 in order, round 1 rotated by one and reversed; a shift rotates every round further."""
-    assert list(alternated(["a", "b", "c"], 2)) == [(0, "a"), (0, "b"), (0, "c"), (1, "a"), (1, "c"), (1, "b")]
+@pytest.mark.parametrize("configs", [["a", "b"], ["a", "b", "c"], ["a", "b", "c", "d"]])
+def test_configurations_alternate_so_none_always_runs_first_or_last(configs):
+    """Over 2 x len(configs) rounds each configuration runs first, and last, equally often (two
+    configurations once never swapped) and, of up to three, follows each of the others; a shift rotates
+    every round."""
+    rounds = 2 * len(configs)
+    orders = [[config for index, config in alternated(configs, rounds) if index == round_] for round_ in range(rounds)]
+    assert all(sorted(order) == configs for order in orders)
+    for position in (0, -1):
+        assert sorted(order[position] for order in orders) == sorted(configs * 2)
+    followers = {(order[i], order[i + 1]) for order in orders for i in range(len(order) - 1)}
+    if len(configs) <= 3:
+        assert {(a, b) for a in configs for b in configs if a != b} <= followers
     assert [config for _, config in alternated(["a", "b", "c"], 1, shift=1)] == ["b", "c", "a"]
 
 

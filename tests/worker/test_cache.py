@@ -198,7 +198,7 @@ def test_a_stopped_cache_costs_speed_only_and_is_used_again_when_back(worker, ca
     assert served["usage"]["cached"] == 0 and served["embeddings"] == first_sent[0]["embeddings"]
     assert time.monotonic() - started < 30
     assert embed(worker, ["while the cache is down"])["usage"]["cached"] == 0
-    assert "embedding cache read failed" in worker.log()
+    assert "embedding cache: read failed" in worker.log()
     back = acl_cache_redis(tmp_path / "back", port=cache_server.port)
     cache_server.process = back.process  # the module's fixture stops whichever runs
     wait_until(lambda: embed(worker, TICKETS[:2])["usage"]["cached"] == 2, 60, "the worker to use the cache again")

@@ -97,16 +97,19 @@ class CacheStore:
     def _resting(self) -> bool:
         return time.monotonic() < self._resting_until
 
+    def warn(self, message: str) -> None:
+        """Log `message` unless this process warned less than a minute ago (a dead cache or a flood of
+        bad entries must not flood the log; the error counter counts every one)."""
+        now = time.monotonic()
+        if now - self._last_warning >= WARN_EVERY_S:
+            self._last_warning = now
+            logger.warning("embedding cache: %s (this warning at most once a minute)", message)
+
     def _failed(self, what: str, error: Exception) -> None:
         self.tally.errors += 1
-        now = time.monotonic()
-        self._resting_until = now + RETRY_AFTER_S
+        self._resting_until = time.monotonic() + RETRY_AFTER_S
         # A connection broken mid-command must not be reused as if it were healthy.
         if self._client is not None:
             self._client.connection_pool.disconnect()
-        if now - self._last_warning >= WARN_EVERY_S:
-            self._last_warning = now
-            logger.warning(
-                "embedding cache %s failed (%s: %s); texts are computed, the cache is tried again in %.0f s "
-                "(this warning at most once a minute)", what, type(error).__name__, error, RETRY_AFTER_S,
-            )  # fmt: skip
+        self.warn(f"{what} failed ({type(error).__name__}: {error}); texts are computed, the cache is tried again "
+                  f"in {RETRY_AFTER_S:.0f} s")  # fmt: skip
