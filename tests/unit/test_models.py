@@ -8,7 +8,7 @@ import pytest
 from inference_tasks.config.catalogue import ModelEntry
 from inference_tasks.config.defaults import DEFAULT_MODEL
 from inference_tasks.worker.kinds.model_holder import LOAD_IN_CHILD, ModelHolder, ModelNotLoadedError
-from inference_tasks.worker.runtimes.model_files import resolve_model_path
+from inference_tasks.worker.runtimes.model_files import model_name, resolve_model_path
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +79,16 @@ def test_loading_runs_no_forward_pass(monkeypatch):
     assert calls == []
     holder.warm_up()
     assert len(calls) == 1 and holder.warmup_seconds is not None
+
+
+@pytest.mark.parametrize(
+    ("source", "name"),
+    [
+        (DEFAULT_MODEL, DEFAULT_MODEL),
+        ("sentence-transformers/all-MiniLM-L6-v2@c9745ed", "sentence-transformers/all-MiniLM-L6-v2@c9745ed"),
+        ("/work/checkout/.models/splade-tiny", "splade-tiny"),
+        ("~/models/multilingual-e5-small/", "multilingual-e5-small"),
+    ],
+)
+def test_a_model_is_named_without_a_path_of_this_host(source, name):
+    assert model_name(source) == name

@@ -62,13 +62,16 @@ def unnormalised_model_dir(tmp_path_factory) -> Path:
 
 
 def test_any_local_model_directory_works_and_normalize_is_honoured(start_worker, unnormalised_model_dir):
-    """INFERENCE_MODEL=<local dir>: the worker serves that model, named by its path; normalize=false
+    """INFERENCE_MODEL=<local dir>: the worker serves that model, named by its directory's name (never a
+    path of the worker's host, in the result or worker_info); normalize=false
     returns its raw vectors, normalize=true unit vectors pointing the same way."""
     worker = start_worker(concurrency=1, model=str(unnormalised_model_dir))
     text = ["A plain sentence about a local model."]
     raw = run(worker, EMBED_TASK, text, normalize=False)
     unit = run(worker, EMBED_TASK, text)
-    assert raw["model"] == str(unnormalised_model_dir)
+    assert raw["model"] == unnormalised_model_dir.name
+    info = worker.app.send_task(WORKER_INFO_TASK).get(timeout=120)
+    assert info["model"] == unnormalised_model_dir.name and str(unnormalised_model_dir) not in json.dumps(raw)
     raw_vector, unit_vector = np.array(raw["embeddings"][0]), np.array(unit["embeddings"][0])
     assert abs(np.linalg.norm(raw_vector) - 1.0) > 0.05
     assert np.allclose(raw_vector / np.linalg.norm(raw_vector), unit_vector, atol=1e-5)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from inference_tasks.tracing.spans import span
 from inference_tasks.worker.kinds.registry import kind_of
 from inference_tasks.worker.runtimes.load_options import LoadOptions
+from inference_tasks.worker.runtimes.model_files import model_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,12 +93,14 @@ class ModelHolder:
             if entry.max_seq_length is not None:
                 model.limit_length(entry.max_seq_length)
         except Exception as exc:  # noqa: BLE001 - logged and kept by _fail, raised by get()
-            self._fail(entry.source, exc)
+            self._fail(model_name(entry.source), exc)
             return
+        if model.name == entry.source:  # a runtime names it by its source: never a path in a result
+            model.name = model_name(entry.source)
         self.load_seconds = time.perf_counter() - started
         self.load_mode = mode
         self.set(model, kind)
-        logger.info("model %s loaded in %.2f s (%s)", entry.source, self.load_seconds, mode)
+        logger.info("model %s loaded in %.2f s (%s)", model.name, self.load_seconds, mode)
 
     def warm_up(self) -> None:
         """Run a first tiny batch, so lazy initialisation is paid here and not by a request.

@@ -21,6 +21,7 @@ from inference_tasks import devices
 from inference_tasks.cores import available_cores
 from inference_tasks.worker.host import gpu, threads
 from inference_tasks.worker.lifecycle.context import current
+from inference_tasks.worker.runtimes.model_files import model_name
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def describe_worker(consumer: Any) -> dict[str, Any]:
         "concurrency": len(children),
         "main": main,
         "children": children,
-        "model": settings.served_model.source,
+        "model": model_name(settings.served_model.source),
         "alias": settings.served_model.alias,
         "queues": settings.catalogue.queues_of(settings.served_model.alias),
         "device_setting": settings.device,

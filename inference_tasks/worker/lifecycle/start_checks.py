@@ -33,6 +33,7 @@ def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> 
     from inference_tasks.config.catalogue import model_of_queue
     from inference_tasks.config.checks import ConfigError
     from inference_tasks.hub import not_pulled_message, parse_reference
+    from inference_tasks.worker.runtimes.model_files import model_name
 
     try:
         catalogue, entry = settings.models
@@ -59,7 +60,7 @@ def refuse_to_start_without_a_model(settings: Settings, consumed: list[str]) -> 
             message = not_pulled_message(entry.source, entry.alias)
             logger.critical(message)
             raise RefusedToStart(message) from None
-    logger.warning("serving model %r (%s) on queue(s) %s", entry.alias, entry.source, ", ".join(own))
+    logger.warning("serving model %r (%s) on queue(s) %s", entry.alias, model_name(entry.source), ", ".join(own))
 
 
 def refuse_to_start_without_the_runtime(settings: Settings) -> None:

@@ -31,6 +31,15 @@ def resolve_model_path(model: str, hub_cache: Path | None = None) -> Path:
     )
 
 
+def model_name(source: str) -> str:
+    """The name results, worker_info, metrics and logs give the model at `source`: the packaged model's
+    name, a hub id as configured (`<id>[@<revision>]`), a local directory's own name; never a path of
+    this host (it says nothing to a caller, and gives away the host's layout)."""
+    if source == DEFAULT_MODEL or parse_reference(source) is not None:
+        return source
+    return Path(source).expanduser().name or source
+
+
 def pulled_snapshot(repo_id: str, revision: str | None, hub_cache: Path | None = None) -> Path:
     """The snapshot `pull-model` left in the Hugging Face cache, read with the network off."""
     from huggingface_hub import snapshot_download

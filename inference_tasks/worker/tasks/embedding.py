@@ -17,6 +17,7 @@ from inference_tasks.routing import (
 from inference_tasks.validation import InvalidInput
 from inference_tasks.worker.batching.strategy import CoalescedTask
 from inference_tasks.worker.lifecycle.context import current
+from inference_tasks.worker.runtimes.model_files import model_name
 from inference_tasks.worker.tasks.steps import (
     EXPECTED_ERRORS,
     note_tokens,
@@ -87,7 +88,8 @@ def classify(self: Task, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         rows = [predictions(labels, row.tolist()) for row in similarities]
     else:
         head = current_head(settings, holder.heads, classifier, request["classifier_version"])
-        if head.model != encoder.name:
+        # A head trained before results named a local model by its directory's name carries the path.
+        if encoder.name not in (head.model, model_name(head.model)):
             raise InvalidInput(
                 f"{CLASSIFY_TASK}: classifier {head.name!r} v{head.version} was trained on embeddings of model "
                 f"{head.model!r}, but this worker serves {encoder.name!r} (alias {alias!r}); send the task to the "
