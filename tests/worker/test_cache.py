@@ -190,6 +190,17 @@ def test_the_cache_user_reaches_the_cache_keys_only(cache_server):
             refused()
 
 
+@pytest.mark.external
+def test_the_python_client_and_the_gem_send_the_cache_argument(worker, first_sent):
+    from inference_tasks import client
+
+    texts = ["the gem's own texts, never sent before", "and a second one"]
+    assert client.embed(worker.app, TICKETS[:2])["usage"]["cached"] == 2
+    assert client.embed(worker.app, TICKETS[:2], cache=False)["usage"]["cached"] == 0
+    found = ruby("cache_embed.rb", worker.redis_url, TEXTS=json.dumps(texts))
+    assert found == {"first": 0, "second": 2, "bypassed": 0, "classify_bypassed": 0, "rerank": 2}
+
+
 def test_a_stopped_cache_costs_speed_only_and_is_used_again_when_back(worker, cache_server, first_sent, tmp_path):
     cache_server.process.terminate()
     cache_server.process.wait(timeout=10)
@@ -211,14 +222,3 @@ def test_a_worker_refuses_a_cache_on_its_brokers_server(start_worker, fresh_redi
     wait_until(lambda: refused.process.poll() is not None, 60, "the worker to stop")
     assert refused.process.returncode != 0 and "ready." not in refused.log()
     assert "INFERENCE_CACHE_URL is on the server of REDIS_URL" in refused.log()
-
-
-@pytest.mark.external
-def test_the_python_client_and_the_gem_send_the_cache_argument(worker, first_sent):
-    from inference_tasks import client
-
-    texts = ["the gem's own texts, never sent before", "and a second one"]
-    assert client.embed(worker.app, TICKETS[:2])["usage"]["cached"] == 2
-    assert client.embed(worker.app, TICKETS[:2], cache=False)["usage"]["cached"] == 0
-    found = ruby("cache_embed.rb", worker.redis_url, TEXTS=json.dumps(texts))
-    assert found == {"first": 0, "second": 2, "bypassed": 0, "classify_bypassed": 0, "rerank": 2}

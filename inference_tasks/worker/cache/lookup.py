@@ -83,7 +83,7 @@ def rows_through_cache(
     cache.store.tally.misses += len(asked) - hits
     if corrupt:
         cache.store.tally.errors += corrupt
-        cache.store.warn(f"{corrupt} entries were not well-formed rows; recomputed and overwritten")
+        cache.store.warn("entries", f"{corrupt} entries were not well-formed rows; recomputed and overwritten")
     return join(rows), from_cache
 
 

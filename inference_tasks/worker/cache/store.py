@@ -48,7 +48,8 @@ class CacheStore:
     _client: Any = field(default=None, repr=False)
     _client_pid: int = 0
     _resting_until: float = 0.0
-    _last_warning: float = float("-inf")
+    # When this process last warned, by kind of warning (a flood of bad entries must not hide a dead cache).
+    _last_warning: dict[str, float] = field(default_factory=dict)
 
     @property
     def ttl_s(self) -> int:
@@ -97,12 +98,12 @@ class CacheStore:
     def _resting(self) -> bool:
         return time.monotonic() < self._resting_until
 
-    def warn(self, message: str) -> None:
-        """Log `message` unless this process warned less than a minute ago (a dead cache or a flood of
-        bad entries must not flood the log; the error counter counts every one)."""
+    def warn(self, kind: str, message: str) -> None:
+        """Log `message` unless this process gave a warning of this `kind` less than a minute ago (a dead
+        cache or a flood of bad entries must not flood the log; the error counter counts every one)."""
         now = time.monotonic()
-        if now - self._last_warning >= WARN_EVERY_S:
-            self._last_warning = now
+        if now - self._last_warning.get(kind, float("-inf")) >= WARN_EVERY_S:
+            self._last_warning[kind] = now
             logger.warning("embedding cache: %s (this warning at most once a minute)", message)
 
     def _failed(self, what: str, error: Exception) -> None:
@@ -111,5 +112,5 @@ class CacheStore:
         # A connection broken mid-command must not be reused as if it were healthy.
         if self._client is not None:
             self._client.connection_pool.disconnect()
-        self.warn(f"{what} failed ({type(error).__name__}: {error}); texts are computed, the cache is tried again "
-                  f"in {RETRY_AFTER_S:.0f} s")  # fmt: skip
+        retry = f"texts are computed, the cache is tried again in {RETRY_AFTER_S:.0f} s"
+        self.warn(what, f"{what} failed ({type(error).__name__}: {error}); {retry}")
