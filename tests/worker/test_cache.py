@@ -1,5 +1,6 @@
 """The fleet's embedding cache through a real worker (INFERENCE_CACHE_URL): a cache Redis of its own,
-run with allkeys-lru and loaded with `inference-tasks acl` (the worker reaches it as inference-cache).
+run with allkeys-lru, reached over TLS (a private CA) and loaded with `inference-tasks acl` (the worker
+reaches it as inference-cache).
 A second send of the same texts is answered bit for bit from the cache, at a fraction of the model's
 time; every output form comes from the one entry; a prompt is another entry; garbage is recomputed;
 `cache=false` bypasses it; classify, rerank, chunks and micro-batches read it; worker_info, the
@@ -13,6 +14,8 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import redis
@@ -36,8 +39,8 @@ RESULT_TIMEOUT_S = 120
 TICKETS = dataset()[0][:64]
 
 
-def acl_cache_redis(workdir, port: int | None = None):
-    """A cache Redis (maxmemory, allkeys-lru) loaded with `inference-tasks acl` plus the tests' admin."""
+def acl_cache_redis(workdir, tls, port: int | None = None):
+    """A TLS cache Redis (maxmemory, allkeys-lru) loaded with `inference-tasks acl` plus the tests' admin."""
     environment = {f"INFERENCE_ACL_PASSWORD_{role.upper()}": password for role, password in PASSWORDS.items()}
     printed = subprocess.run(
         [sys.executable, "-m", "inference_tasks.ops.cli", "acl"], cwd=REPO_ROOT, env=clean_env(**environment),
@@ -46,37 +49,44 @@ def acl_cache_redis(workdir, port: int | None = None):
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "users.acl").write_text(printed.stdout + ADMIN)
     options = ("--aclfile", str(workdir / "users.acl"), "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
-    return start_redis(workdir, port=port, extra_args=options)
+    return start_redis(workdir, tls=tls, port=port, extra_args=options)
 
 
-def cache_url(server) -> str:
-    return f"redis://inference-cache:{PASSWORDS['cache']}@127.0.0.1:{server.port}/0"
+@dataclass
+class CacheRedis:
+    """The module's cache server and how to reach it: as the workers' inference-cache user, or as admin."""
 
+    server: Any
+    ca: str
 
-def admin(server) -> redis.Redis:
-    return redis.Redis(port=server.port, username="admin", password="admin-secret")
+    @property
+    def url(self) -> str:
+        return f"rediss://inference-cache:{PASSWORDS['cache']}@127.0.0.1:{self.server.port}/0"
+
+    def admin(self) -> redis.Redis:
+        return redis.Redis(port=self.server.port, username="admin", password="admin-secret", ssl=True,
+                           ssl_ca_certs=self.ca)  # fmt: skip
+
+    def keys(self) -> list[bytes]:
+        return list(self.admin().scan_iter(f"{CACHE_KEY_PREFIX}*"))
 
 
 @pytest.fixture(scope="module")
-def cache_server(tmp_path_factory):
-    server = acl_cache_redis(tmp_path_factory.mktemp("cache"))
-    yield server
-    if server.process.poll() is None:
-        server.process.terminate()
-        server.process.wait(timeout=10)
+def cache_server(tmp_path_factory, tls_files):
+    cache = CacheRedis(acl_cache_redis(tmp_path_factory.mktemp("cache"), tls_files), str(tls_files.ca))
+    yield cache
+    if cache.server.process.poll() is None:
+        cache.server.process.terminate()
+        cache.server.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
 def worker(start_worker, cache_server):
-    return start_worker(concurrency=1, cache_url=cache_url(cache_server), cache_ttl_s=TTL_S)
+    return start_worker(concurrency=1, cache_url=cache_server.url, cache_ttl_s=TTL_S, redis_tls_ca_file=cache_server.ca)
 
 
 def embed(worker, texts, **options):
     return worker.app.send_task(EMBED_TASK, args=[texts], kwargs=options).get(timeout=RESULT_TIMEOUT_S)
-
-
-def cache_keys(server) -> list[bytes]:
-    return list(admin(server).scan_iter(f"{CACHE_KEY_PREFIX}*"))
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +101,9 @@ def test_a_second_send_is_answered_bit_exact_from_the_cache(worker, cache_server
     assert hit["embeddings"] == miss["embeddings"] and hit["dim"] == 384
     # Never the model: a read and a decode against a 64-text forward pass.
     assert hit["usage"]["inference_ms"] <= miss["usage"]["inference_ms"] / 2, (hit["usage"], miss["usage"])
-    keys = cache_keys(cache_server)
+    keys = cache_server.keys()
     assert len(keys) == len(set(TICKETS))
-    assert all(0 < admin(cache_server).ttl(key) <= TTL_S for key in keys)
+    assert all(0 < cache_server.admin().ttl(key) <= TTL_S for key in keys)
     broker = redis.Redis.from_url(worker.redis_url)
     assert list(broker.scan_iter(f"{CACHE_KEY_PREFIX}*")) == [], "the cache wrote to the broker's Redis"
 
@@ -123,8 +133,8 @@ def test_a_prompt_misses_and_is_then_cached_on_its_own(worker, first_sent):
 
 def test_entries_overwritten_with_garbage_are_recomputed_never_returned(worker, cache_server, first_sent):
     miss, _ = first_sent
-    client = admin(cache_server)
-    for index, key in enumerate(cache_keys(cache_server)):
+    client = cache_server.admin()
+    for index, key in enumerate(cache_server.keys()):
         good = client.get(key)
         client.set(key, [b"garbage", good[:-8], good[:20] + bytes(len(good) - 20)][index % 3], keepttl=True)
     again = embed(worker, TICKETS)
@@ -133,11 +143,11 @@ def test_entries_overwritten_with_garbage_are_recomputed_never_returned(worker, 
 
 
 def test_the_cache_argument_bypasses_reading_and_writing_and_is_checked(worker, cache_server, first_sent):
-    before = len(cache_keys(cache_server))
+    before = len(cache_server.keys())
     private = ["a text that must not be kept anywhere", "another one"]
     assert embed(worker, private, cache=False)["usage"]["cached"] == 0
     assert embed(worker, TICKETS[:3], cache=False)["usage"]["cached"] == 0
-    assert len(cache_keys(cache_server)) == before
+    assert len(cache_server.keys()) == before
     refused = worker.app.send_task(EMBED_TASK, args=[private], kwargs={"cache": "no"})
     with pytest.raises(Exception, match="cache must be true or false"):
         refused.get(timeout=RESULT_TIMEOUT_S)
@@ -171,19 +181,20 @@ def test_worker_info_the_exporter_doctor_and_status_show_the_cache(worker, cache
     assert metrics[("inference_cache_hits_total", labels)] >= 64
     assert metrics[("inference_cache_misses_total", labels)] >= 64
     assert metrics[("inference_cache_bytes_total", tuple(sorted((*labels, ("direction", "read")))))] > 64 * 1536
-    env = {"REDIS_URL": worker.redis_url, "INFERENCE_CACHE_URL": cache_url(cache_server)}
+    env = {"REDIS_URL": worker.redis_url, "INFERENCE_CACHE_URL": cache_server.url,
+           "INFERENCE_REDIS_TLS_CA_FILE": cache_server.ca}  # fmt: skip
     doctor = subprocess.run([sys.executable, "-m", "inference_tasks.ops.cli", "doctor", "--skip-model"], cwd=REPO_ROOT,
                             env=clean_env(**env), capture_output=True, text=True, timeout=120)  # fmt: skip
     assert "cache redis: reachable" in doctor.stdout, doctor.stdout
     assert "cache redis eviction: maxmemory-policy allkeys-lru" in doctor.stdout
     status = subprocess.run([sys.executable, "-m", "inference_tasks.ops.cli", "status"], cwd=REPO_ROOT,
                             env=clean_env(**env), capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert status.returncode == 0 and "embedding cache at redis://inference-cache:***@" in status.stdout
+    assert status.returncode == 0 and "embedding cache at rediss://inference-cache:***@" in status.stdout
     assert PASSWORDS["cache"] not in doctor.stdout + status.stdout
 
 
 def test_the_cache_user_reaches_the_cache_keys_only(cache_server):
-    client = redis.Redis.from_url(cache_url(cache_server))
+    client = redis.Redis.from_url(cache_server.url, ssl_ca_certs=cache_server.ca)
     client.set(f"{CACHE_KEY_PREFIX}probe", b"x", ex=5)
     for refused in (lambda: client.set("queue:default", b"x"), client.flushall, lambda: client.keys("*")):
         with pytest.raises(redis.exceptions.NoPermissionError):
@@ -201,17 +212,18 @@ def test_the_python_client_and_the_gem_send_the_cache_argument(worker, first_sen
     assert found == {"first": 0, "second": 2, "bypassed": 0, "classify_bypassed": 0, "rerank": 2}
 
 
-def test_a_stopped_cache_costs_speed_only_and_is_used_again_when_back(worker, cache_server, first_sent, tmp_path):
-    cache_server.process.terminate()
-    cache_server.process.wait(timeout=10)
+def test_a_stopped_cache_costs_speed_only_and_is_used_again_when_back(
+    worker, cache_server, first_sent, tmp_path, tls_files
+):
+    cache_server.server.process.terminate()
+    cache_server.server.process.wait(timeout=10)
     started = time.monotonic()
     served = embed(worker, TICKETS)
     assert served["usage"]["cached"] == 0 and served["embeddings"] == first_sent[0]["embeddings"]
     assert time.monotonic() - started < 30
     assert embed(worker, ["while the cache is down"])["usage"]["cached"] == 0
     assert "embedding cache: read failed" in worker.log()
-    back = acl_cache_redis(tmp_path / "back", port=cache_server.port)
-    cache_server.process = back.process  # the module's fixture stops whichever runs
+    cache_server.server = acl_cache_redis(tmp_path / "back", tls_files, port=cache_server.server.port)
     wait_until(lambda: embed(worker, TICKETS[:2])["usage"]["cached"] == 2, 60, "the worker to use the cache again")
 
 

@@ -137,7 +137,7 @@ def test_an_error_quotes_a_long_value_short(app):
             EMBED_TASK,
             [["a text"], True, "float", "a fourth"],
             "inference.embed: too many positional arguments; it takes texts, normalize, encoding (by position or "
-            "keyword) and model, prompt_name, prompt, dimensions, truncate (by keyword only)",
+            "keyword) and model, prompt_name, prompt, dimensions, truncate, cache (by keyword only)",
         ),
         (RERANK_TASK, ["q", ["d"]], None),
     ],
