@@ -18,7 +18,7 @@ One redis-server, then one configuration after the other, each a real `celery wo
 The report is written after every section, so a run cut short still leaves what it measured.
 `--dry-run` runs every path on the CPU at smoke size (the test suite does, so the script cannot rot).
 
-    bash benchmarks/gpu_host/run.sh                 # on the GPU host: ~5 minutes (docs/benchmarks.md "GPU")
+    bash benchmarks/gpu_host/run.sh                 # on the GPU host: ~5 minutes (docs/benchmarks-log.md "GPU")
     .venv/bin/python -m benchmarks.gpu_check --dry-run
 """
 

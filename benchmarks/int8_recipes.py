@@ -4,7 +4,7 @@ against the float precisions this CPU runs, with its accuracy on the held-out te
 On the Intel AMX host of issue 40, export-model's int8 ran at 0.86x bf16 (64-text batches through
 Celery): AMX's bf16 is strong, and the int8 graph keeps each feed-forward down-projection in float and
 adds quantize/dequantize pairs. This script is the experiment that host needed (its answer, 2026-12-05:
-no recipe can reach 1.3x bf16 there; docs/benchmarks.md, "int8 recipes"): each recipe (which
+no recipe can reach 1.3x bf16 there; docs/benchmarks-log.md, "int8 recipes"): each recipe (which
 layers stay in float, SmoothQuant's alpha, the calibration texts:
 worker/runtimes/openvino/int8_recipe.Int8Recipe) quantizes the same full-precision export, and every
 candidate (f32, bf16 where the CPU has it, every recipe) is compiled with one thread and timed exactly

@@ -2,7 +2,7 @@
 
 A 64 x 384 embedding result is ~0.5 MB of JSON numbers. Python's json (through kombu) made the
 queue hop cost a visible share of a pinned child's time per request; orjson writes the same JSON
-text an order of magnitude faster (figures: docs/benchmarks.md, "Figures behind the code"). Only
+text an order of magnitude faster (figures: docs/benchmarks-log.md, "Figures behind the code"). Only
 results use it: task messages keep
 kombu's json (what Ruby and every other producer send). Results stay plain JSON in Redis, so
 any client reads them with any JSON parser; the content type name only tells our apps which

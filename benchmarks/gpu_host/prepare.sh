@@ -3,14 +3,14 @@
 # GPU host that reaches nothing: the locked wheels of what that host's image lacks (Python 3.12,
 # manylinux), Debian's redis-server and its two libraries, and the default model with its weights
 # stored as float16 (the carried tree must stay under 64 MiB; the weights are widened back to
-# float32 on load, see docs/benchmarks.md "GPU"). Versions come from requirements/dev.lock.
+# float32 on load, see docs/benchmarks-log.md "GPU"). Versions come from requirements/dev.lock.
 #
 #   bash benchmarks/gpu_host/prepare.sh        # then carry .gpu-carry (git ignores it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CARRY=.gpu-carry
 PYTHON=${PYTHON:-.venv/bin/python}
-# Locked packages the GPU image (PyTorch's CUDA image, docs/benchmarks.md "GPU") does not hold, or
+# Locked packages the GPU image (PyTorch's CUDA image, docs/benchmarks-log.md "GPU") does not hold, or
 # holds at a version below our floor (sentence-transformers 6.0.1 there, >=6.2 here).
 MISSING="amqp billiard celery click-didyoumean click-plugins click-repl kombu prompt-toolkit vine wcwidth
  redis hiredis orjson sentence-transformers fastapi starlette uvicorn pydantic pydantic-core annotated-types

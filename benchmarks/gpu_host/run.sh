@@ -2,7 +2,7 @@
 # On a GPU host that reaches nothing (the device tool's machine): install what .gpu-carry holds
 # (benchmarks/gpu_host/prepare.sh made it) beside the host's own CUDA torch, then run the GPU check.
 # The host's torch is used as it is: a CUDA build of torch 2.13 is several GB of wheels, which no
-# carry of 64 MiB can take and the host cannot download (docs/benchmarks.md "GPU").
+# carry of 64 MiB can take and the host cannot download (docs/benchmarks-log.md "GPU").
 #
 #   bash benchmarks/gpu_host/run.sh [gpu_check arguments]      # report: $OUT/gpu_check.json if OUT is set
 set -euo pipefail

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 def percentile(values: Sequence[float], share: float) -> float:
     """The nearest-rank percentile: the smallest value with at least `share` (0-1) of the values at or
     below it (p50 of 4 values: the 2nd; p95 of 20: the 19th). A share over 1 (a percent, 99 for 0.99)
-    is refused: it silently read as the maximum once (docs/benchmarks.md, "Every runtime in one run")."""
+    is refused: it silently read as the maximum once (docs/benchmarks-log.md, "Every runtime in one run")."""
     if not 0 <= share <= 1:
         raise ValueError(f"share must be between 0 and 1 (0.99 for p99), got {share}")
     ordered = sorted(values)

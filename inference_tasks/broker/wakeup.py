@@ -3,7 +3,7 @@
 An idle consumer waits with one blocking command, which can watch one list (fetch.py): a message on any
 other list (a priority list, the worker's second queue) waited for the end of that command's timeout,
 which Redis only notices on its timer (every 100 ms at its default `hz` 10): ~75 ms at the median
-(docs/benchmarks.md, "The atomic take"). Here the worker's main process asks Redis to say whenever a key
+(docs/benchmarks-log.md, "The atomic take"). Here the worker's main process asks Redis to say whenever a key
 under its queues' names is written (client-side tracking in broadcast mode, `CLIENT TRACKING on REDIRECT
 <id> BCAST PREFIX <queue> ... NOLOOP`, the notices arriving on a second connection subscribed to
 `__redis__:invalidate`), and the consumer waits on a doorbell list of its own instead: a notice for one

@@ -49,7 +49,7 @@ DEFAULT_MICROBATCH_MAX_TEXTS = 64
 DEFAULT_MICROBATCH_WAIT_MS = 5.0
 # Padded tokens per forward pass (texts x the longest one), in a micro-batch's shared encode and a
 # task's own; 0: passes bounded by INFERENCE_ENCODE_BATCH_SIZE_CPU texts only. Chosen by measurement
-# (docs/benchmarks.md, "Token-bounded passes").
+# (docs/benchmarks-log.md, "Token-bounded passes").
 DEFAULT_MICROBATCH_MAX_TOKENS = 2048
 MAX_MICROBATCH_WAIT_MS = 1000.0
 # Texts longer than this are rejected: the hard input cap. The model itself reads only the first

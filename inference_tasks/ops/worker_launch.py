@@ -3,7 +3,7 @@
 Why: `celery -A inference_tasks worker` imports the umbrella command (`celery.bin.celery`) first, and
 with it every other subcommand (amqp's REPL brings prompt_toolkit) and every `celery.commands` plugin
 installed beside it: Flower's whole web application, tornado included. That is ~0.2 s of each worker's
-cold start spent on code the worker never runs (docs/benchmarks.md, "Cold start per runtime"). The
+cold start spent on code the worker never runs (docs/benchmarks-log.md, "Cold start per runtime"). The
 `worker` click command is the one the umbrella runs; `run_worker` gives it the context the umbrella's
 callback builds for `-A inference_tasks` (the app, the app's user options, NO_COLOR, the CELERY_WORKER_
 environment prefix). The presets (`inference-tasks worker` / `trainer`) start workers this way;

@@ -140,7 +140,7 @@ class Batcher:
 
         In the second case the batch joins that queue: held on, it would be overtaken by every task
         the consumer hands the pool directly (full-size tasks are never held), and under a steady
-        backfill of those a held task waited forever (docs/benchmarks.md, "Blocking calls")."""
+        backfill of those a held task waited forever (docs/benchmarks-log.md, "Blocking calls")."""
         return bool(self.child_is_free() or self.jobs_queued_in_pool())
 
     def on_wait_over(self) -> None:

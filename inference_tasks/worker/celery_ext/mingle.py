@@ -3,7 +3,7 @@
 At start a worker's Mingle step broadcasts `hello` to every worker and collects replies for a fixed
 second (it cannot know how many will answer), to merge their revoked task ids and logical clocks.
 A worker with no other worker running (a pool scaled up from zero, the first pod of a deployment, a
-laptop) waited that second for nothing: a third of a torch worker's cold start (docs/benchmarks.md,
+laptop) waited that second for nothing: a third of a torch worker's cold start (docs/benchmarks-log.md,
 "Cold start per runtime"). Before the consumer is built, `nobody_to_mingle_with` asks Redis how many
 clients listen on the remote-control broadcast channel: PUBLISH answers with that count, and kombu
 drops an empty payload on receipt without decoding or logging it (`Channel._receive_one`, pinned).

@@ -3,7 +3,7 @@
 Celery's parent marks a child available the moment it reports a result and writes the next
 job into that child's pipe. A child that has just finished its last allowed task (its recycle
 limit, recycling.py) exits without reading it; the job then waits for the exit to be noticed
-and for the replacement child, with the slot empty at every recycle (figures: docs/benchmarks.md,
+and for the replacement child, with the slot empty at every recycle (figures: docs/benchmarks-log.md,
 "Figures behind the code"). Here a child flags "this was my last job" in memory shared with the
 parent (slots.py) before it reports the job's result, and the parent keeps such a child marked
 busy, so the next job goes to a sibling or waits for the replacement, which is forked as soon as
@@ -186,7 +186,7 @@ class LastTaskAwareAsynPool(AsynPool):
 
         The pool normally notices an exit through the child's sentinel on the event loop, but a
         recycled child often stayed unreaped until the next pool event, with its slot empty
-        (docs/benchmarks.md, "Figures behind the code"). Polling its exit status every 10 ms
+        (docs/benchmarks-log.md, "Figures behind the code"). Polling its exit status every 10 ms
         while it leaves costs nothing next to that.
         """
         process = process_ref()

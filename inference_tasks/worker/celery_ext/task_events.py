@@ -3,7 +3,7 @@
 Celery's worker already buffers task events (task-received, task-started, task-succeeded) and
 publishes each buffer as one `task.multi` message, but it flushes at the next turn of the event
 loop, and a busy worker's loop turns once per message: one PUBLISH per task, a large share of the
-main process's CPU with one-text tasks (figures: docs/benchmarks.md, "Figures behind the code").
+main process's CPU with one-text tasks (figures: docs/benchmarks-log.md, "Figures behind the code").
 Here the buffer is flushed every INFERENCE_TASK_EVENTS_FLUSH_MS (or when it holds
 BUFFER_LIMIT events), so one PUBLISH carries every event of that interval.
 

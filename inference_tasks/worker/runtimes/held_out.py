@@ -20,7 +20,7 @@ OTHER_REGISTERS = (
 )
 
 # Long runs of one repeated token (spam, filler, a stuck key): a quantized model's activations on them
-# lie outside what ordinary text calibrates, and int8 lost most on them (docs/benchmarks.md, "int8
+# lie outside what ordinary text calibrates, and int8 lost most on them (docs/benchmarks-log.md, "int8
 # recipes") before the gate held them. None of these words is among the int8 export's own
 # repetitive calibration texts (int8_recipe.REPEATED_TOKEN_CALIBRATION), so the gate sees new ones.
 REPEATED_TOKENS = (

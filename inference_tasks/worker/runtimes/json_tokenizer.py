@@ -1,7 +1,7 @@
 """A model's tokenizer.json read with the `tokenizers` library alone, for the OpenVINO runtime.
 
 transformers' AutoTokenizer wraps the same Rust tokenizer, but importing transformers imports torch
-(2 s of a cold start that OpenVINO never uses: docs/benchmarks.md, "Cold start per runtime"). This
+(2 s of a cold start that OpenVINO never uses: docs/benchmarks-log.md, "Cold start per runtime"). This
 answers the calls the OpenVINO runtime and worker/runtimes/tokens.py make, with the semantics of a fast
 tokenizer's: special tokens added by the file's post-processor, truncation that keeps them
 (longest_first, at most `max_length` in all), padding to the longest text of the call with the pad

@@ -5,7 +5,7 @@ A forward pass pads every text to the longest one in it: 26 one-liners sharing a
 character length and cuts them into passes of a fixed number of texts; here they are sorted by the
 model's own token counts and a pass also closes when its padded size (texts x longest) would pass
 INFERENCE_MICROBATCH_MAX_TOKENS. Used for a micro-batch's shared encode and for a task's own encode
-alike (both call the model's encode). Measurements: docs/benchmarks.md, "Token-bounded passes".
+alike (both call the model's encode). Measurements: docs/benchmarks-log.md, "Token-bounded passes".
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def runtime_loader(runtime: str) -> ModuleType:
 
 def import_runtime(source: str, options: LoadOptions, for_training: bool = False) -> None:
     """Import what the runtime `options` name uses for `source`, and nothing else (the worker's main
-    process: loaded once there, shared by fork; docs/benchmarks.md, "Cold start per runtime"): its
+    process: loaded once there, shared by fork; docs/benchmarks-log.md, "Cold start per runtime"): its
     loader's `imports(source, options)` where what it runs depends on a record (auto), else its IMPORTS;
     the trainer's libraries for a trainer."""
     loader = runtime_loader(options.runtime)

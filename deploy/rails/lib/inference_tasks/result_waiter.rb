@@ -11,7 +11,7 @@ module InferenceTasks
   # found by the read, one stored after it arrives as a message. A blocking call pushes first and then
   # waits, so both round trips happen while the worker computes and neither adds to the call
   # (subscribing before the push put one on the call's path: ~1 ms after an idle moment, measured in
-  # docs/benchmarks.md, "Blocking calls"). A subscription's read timeout restarts with every message,
+  # docs/benchmarks-log.md, "Blocking calls"). A subscription's read timeout restarts with every message,
   # so a state not final yet (STARTED, PROGRESS) that comes more than REFRESH_AFTER_S after subscribing
   # ends the subscription and starts one with the time left (the read after it closes the gap): the
   # timeout holds to within that. A lost connection (a Sentinel failover) subscribes again, and reads

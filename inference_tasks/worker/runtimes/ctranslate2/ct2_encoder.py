@@ -3,7 +3,7 @@ it measured fastest): the converted encoder run by `ctranslate2.Encoder` with in
 and pooled exactly as sentence-transformers does (pipeline_encoder.py).
 
 Why a second CPU runtime beside OpenVINO: on one sentence CTranslate2 spends about half OpenVINO's time
-around a small network (docs/benchmarks.md, "The fast default"), on both the AMD and the Intel hosts.
+around a small network (docs/benchmarks-log.md, "The fast default"), on both the AMD and the Intel hosts.
 
 Fork safety: the worker's main process only checks the export and loads the tokenizer; the
 `Encoder` (its weights and its thread pool) is created by each child in `compile`, after the fork.

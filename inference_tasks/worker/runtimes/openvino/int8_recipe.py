@@ -20,7 +20,7 @@ FFN_DOWN = r".*layer\.\d+\.output\.dense.*"
 # Kept out of int8, in the runtime's float precision: each layer's feed-forward down-projection
 # (`encoder.layer.N.output.dense`; quantized, short texts lose the most) and each attention output
 # projection (`attention.output.dense`; quantized, long runs of one repeated token do). Figures:
-# docs/benchmarks.md, "int8 recipes". A model whose layers are named otherwise is quantized whole there
+# docs/benchmarks-log.md, "int8 recipes". A model whose layers are named otherwise is quantized whole there
 # (validate=False) and must pass the gate on its own.
 KEPT_IN_FLOAT = (FFN_DOWN, ATTENTION_OUTPUT)
 # Calibrated on after the package's corpus, so the activation scales also cover long runs of one token.

@@ -37,19 +37,19 @@ if TYPE_CHECKING:
 
 # OpenVINO's CPU plugin: one stream, latency first; threads come from the child's budget. CPU
 # pinning off: each process pins its threads from the first core of its affinity mask, so every
-# one-thread child landed on the same core, at about half the speed (docs/benchmarks.md, "Figures
+# one-thread child landed on the same core, at about half the speed (docs/benchmarks-log.md, "Figures
 # behind the code"). The kernel spreads one thread per child across cores by itself.
 BASE_CONFIG = {"NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": False}
 # Token lengths of the static one-text shapes the auto runtime compiles beside the dynamic model: a lone
 # short text padded to the next of these runs 1.5-2 ms sooner than through the dynamic-shape model
-# (docs/benchmarks.md, "The fast default"); longer texts and batches take the dynamic model.
+# (docs/benchmarks-log.md, "The fast default"); longer texts and batches take the dynamic model.
 SHAPE_BUCKETS = (16, 32)
 
 
 def host_tuning(precision: str, cpu: dict[str, Any]) -> dict[str, Any]:
     """Compile settings measured to pay on this kind of CPU. With AMX and bf16, OpenVINO's fused
     attention kernel (a Snippets subgraph) runs on AVX-512 while separate matrix products run on AMX:
-    with Snippets off, 64 short tickets ran 1.17x faster and one text unchanged (docs/benchmarks.md,
+    with Snippets off, 64 short tickets ran 1.17x faster and one text unchanged (docs/benchmarks-log.md,
     "The fast default"). Elsewhere nothing was measured to pay."""
     if "amx_bf16" in cpu["flags"] and precision in ("auto", "bf16"):
         return {"SNIPPETS_MODE": "DISABLE"}

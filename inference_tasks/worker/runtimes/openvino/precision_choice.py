@@ -2,7 +2,7 @@
 INFERENCE_OPENVINO_PRECISION names one.
 
 No precision wins everywhere: on a 2-core Intel Xeon with AMX, int8 ran at 0.86x bf16's sentences/s;
-on an AMD EPYC with AVX512_BF16 and no AMX, at 1.25x (docs/benchmarks.md, "int8"). So `export-model
+on an AMD EPYC with AVX512_BF16 and no AMX, at 1.25x (docs/benchmarks-log.md, "int8"). So `export-model
 --backend openvino` times every candidate on the host that runs it and records the winner, with its
 figures and the CPU it was measured on, beside the export (measure.py). A worker set to `auto`
 serves that record; a host whose CPU differs from the record's still serves it, and `doctor` says to

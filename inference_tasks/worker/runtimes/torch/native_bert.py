@@ -1,7 +1,7 @@
 """A BERT encoder in plain torch, read straight from a model directory's config.json and model.safetensors.
 
 Why: importing sentence-transformers (with transformers and scikit-learn) was ~4.5 s of a torch
-worker's ~5.4 s cold start (docs/benchmarks.md, "Cold start per runtime"); torch alone is ~1 s. The
+worker's ~5.4 s cold start (docs/benchmarks-log.md, "Cold start per runtime"); torch alone is ~1 s. The
 models this project serves by default are BERT encoders (all-MiniLM-L6-v2 and most of its kind), whose
 forward pass is a few lines: embeddings (word + position + token type, LayerNorm), then per layer
 self-attention and a GELU feed-forward block, each with a residual connection and LayerNorm.

@@ -3,7 +3,7 @@
 torch/loader.py serves a model this way when native_bert accepts it (the default model does) and falls
 back to sentence-transformers otherwise; both report backend "torch", and `engine` says which. The
 worker then imports torch and the tokenizers library only, not sentence-transformers, transformers or
-scikit-learn: ~4 s less of a cold start (docs/benchmarks.md, "Cold start per runtime").
+scikit-learn: ~4 s less of a cold start (docs/benchmarks-log.md, "Cold start per runtime").
 """
 
 from __future__ import annotations
