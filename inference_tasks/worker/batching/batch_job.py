@@ -26,7 +26,6 @@ from celery import current_app
 from celery.app.task import Context, get_actual_ignore_result
 
 from inference_tasks.worker.batching.plan import NOT_RUN
-from inference_tasks.worker.cache.identity import DENSE
 from inference_tasks.worker.cache.lookup import rows_through_cache
 from inference_tasks.worker.kinds.shared_pass import PlannedEncode, PreEncoded
 from inference_tasks.worker.lifecycle.context import current
@@ -65,7 +64,7 @@ def _pass_through_cache(
     texts = [text for plan in group for text in plan.texts]
     if cache is None or not any(plan.cache for plan in group):
         return kind.run_pass(model, group), [False] * len(texts)
-    normalize = group[0].normalize if kind.cached_rows == DENSE else False
+    normalize = group[0].normalize
     space = cache.space(model, str(kind.cached_rows), normalize)
     wanted = [plan.cache for plan in group for _ in plan.texts]
     return rows_through_cache(

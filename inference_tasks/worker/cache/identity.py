@@ -64,7 +64,11 @@ def model_digest(directory: Path, memo_dir: Path | None = None) -> str:
          and not SKIPPED_DIRS & set(path.relative_to(directory).parts)),
         key=lambda path: path.relative_to(directory).as_posix(),
     )  # fmt: skip
-    stamp = [[path.relative_to(directory).as_posix(), path.stat().st_size, path.stat().st_mtime_ns] for path in files]
+    stats = [path.stat() for path in files]
+    stamp = [
+        [path.relative_to(directory).as_posix(), stat.st_size, stat.st_mtime_ns]
+        for path, stat in zip(files, stats, strict=True)
+    ]
     memo = _memo_path(memo_dir, directory)
     if memo is not None and memo.is_file():
         try:

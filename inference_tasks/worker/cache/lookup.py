@@ -35,7 +35,9 @@ class VectorCache:
     _spaces: dict[tuple[str, bool], VectorSpace] = field(default_factory=dict)
 
     def space(self, model: Any, output: str, normalize: bool) -> VectorSpace:
-        """The space of `model`'s rows of kind `output` (dense or sparse), unit length or not."""
+        """The space of `model`'s rows of kind `output` (dense or sparse), unit length or not (a sparse
+        row has no unit length: its flag is always false)."""
+        normalize = normalize and output == DENSE
         known = self._spaces.get((output, normalize))
         if known is None:
             runtime, precision, export = runtime_identity(model)

@@ -165,20 +165,19 @@ class ModelHolder:
             return cast("np.ndarray", pre.vectors)
         self.shared, self.cached = None, 0
         with span("forward pass", **{"inference.texts": len(texts)}):
-            if cache and self.cache is not None and self.kind is not None and self.kind.cached_rows:
-                return cast(
-                    "np.ndarray",
-                    self._through_cache(
-                        encoder, texts, normalize, lambda read: encoder.encode(read, normalize=normalize)
-                    ),
-                )
-            return encoder.encode(texts, normalize=normalize)
+            compute = lambda read: encoder.encode(read, normalize=normalize)  # noqa: E731 - one use
+            return cast("np.ndarray", self._computed(encoder, texts, normalize, cache, compute))
 
-    def _through_cache(self, model: Any, texts: list[str], normalize: bool, compute: Any) -> Any:
+    def _computed(self, model: Any, texts: list[str], normalize: bool, use_cache: bool, compute: Any) -> Any:
+        """`compute(texts)`, through the embedding cache where this worker has one, its kind's rows are
+        cached and the task did not send cache=false; `cached` then says how many rows it answered."""
+        output = self.kind.cached_rows if self.kind is not None else None
+        if not use_cache or self.cache is None or output is None:
+            return compute(texts)
         from inference_tasks.worker.cache.lookup import rows_through_cache
 
-        cache, output = cast("VectorCache", self.cache), str(cast("ModelKind", self.kind).cached_rows)
-        rows, from_cache = rows_through_cache(cache, cache.space(model, output, normalize), model, texts, compute)
+        space = self.cache.space(model, output, normalize)
+        rows, from_cache = rows_through_cache(self.cache, space, model, texts, compute)
         self.cached = sum(from_cache)
         return rows
 
@@ -204,9 +203,7 @@ class ModelHolder:
             return cast("list[SparseRow]", pre.vectors)
         self.shared, self.cached = None, 0
         with span("forward pass", **{"inference.texts": len(texts)}):
-            if cache and self.cache is not None and self.kind is not None and self.kind.cached_rows:
-                return cast("list[SparseRow]", self._through_cache(encoder, texts, False, encoder.encode_sparse))
-            return encoder.encode_sparse(texts)
+            return cast("list[SparseRow]", self._computed(encoder, texts, False, cache, encoder.encode_sparse))
 
     def label_embeddings(self, labels: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings of `labels`, encoding only those not seen recently (a dense encoder's)."""
