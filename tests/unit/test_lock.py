@@ -17,7 +17,7 @@ PINS = read_requirements((REPO_ROOT / "requirements" / "pins.in").read_text())
 DEV_LOCK = read_lock((REPO_ROOT / "requirements" / "dev.lock").read_text())
 DEPLOY_LOCK = read_lock((REPO_ROOT / "requirements" / "deploy.lock").read_text())
 # The image's extras (deploy/Dockerfile); the image's lock leaves pip out (scripts/lock.sh).
-DEPLOY_EXTRAS = ("flower", "openvino", "ctranslate2", "multilingual", "tracing", "static")
+DEPLOY_EXTRAS = ("flower", "openvino", "ctranslate2", "multilingual", "tracing", "static", "gateway")
 
 
 def test_the_dev_lock_is_the_whole_closure_of_pyproject_and_the_pins():
