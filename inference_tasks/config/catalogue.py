@@ -47,7 +47,7 @@ from inference_tasks.config.entry_fields import (
     check_source,
     check_whole_number,
 )
-from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
+from inference_tasks.routing import EMBED_SPARSE_TASK, INFERENCE_QUEUE, RERANK_TASK, TRAINING_QUEUE
 
 # What a catalogue entry serves: an embedding model (sentence-transformers SentenceTransformer: every
 # task), a cross-encoder (sentence-transformers CrossEncoder: inference.rerank only, on torch) or a sparse
@@ -66,6 +66,8 @@ FIXED_RUNTIMES = {
     SPARSE_KIND: ("torch", "a sentence-transformers SparseEncoder"),
     STATIC_KIND: (MODEL2VEC_RUNTIME, "a model2vec static model (`inference-tasks distil-model` makes one)"),
 }
+# The only tasks a kind serves, where it does not serve every dense task (the gateway routes by ModelEntry.serves).
+KIND_ONLY_TASKS = {CROSS_ENCODER_KIND: (RERANK_TASK,), SPARSE_KIND: (EMBED_SPARSE_TASK,)}
 # An alias is part of a queue name and a Redis key: short, lower case, no separators of ours (":").
 ALIAS_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 BUILTIN_DEFAULT = "minilm"
@@ -108,6 +110,12 @@ class ModelEntry:
         """Whether `export-model` can export this model for a CPU runtime: a dense sentence-transformers
         model, not one whose kind fixes its runtime nor the multilingual model's own numpy runtime."""
         return self.kind not in FIXED_RUNTIMES and self.backend != NUMPY_RUNTIME
+
+    def serves(self, task: str) -> bool:
+        """Whether this model's workers serve `task` (a wire name): a cross-encoder reranks only, a sparse
+        encoder embeds sparse only; the others serve every dense task."""
+        only = KIND_ONLY_TASKS.get(self.kind)
+        return only is None or task in only
 
     def runtime(self, default: str) -> str:
         """The runtime that runs this model: its kind's own (FIXED_RUNTIMES: torch for a cross-encoder or a

@@ -4,7 +4,8 @@ Each file opens with the keys and arguments it takes, so the Redis layout the sc
 in one place (inference_tasks/redis_access/keys.py names the keys): take.lua (broker/fetch.py),
 ring.lua (broker/wakeup.py),
 renew_leases.lua (broker/leases.py), set_unless_succeeded.lua (broker/result_backend.py),
-save_head.lua (ml/store.py).
+save_head.lua (ml/store.py), push_unless_full.lua (gateway/dispatch.py),
+read_finished_result.lua (gateway/results.py).
 """
 
 from __future__ import annotations

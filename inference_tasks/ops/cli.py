@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from inference_tasks.ops.gateway_command import gateway_command
 from inference_tasks.ops.model_commands import distil_model_command, export_model_command, served_model
 from inference_tasks.ops.probe import probe_command
 from inference_tasks.ops.pull import pull_command
@@ -43,6 +44,7 @@ def main() -> None:
 
 
 main.add_command(probe_command)
+main.add_command(gateway_command)
 main.add_command(pull_command)
 main.add_command(export_model_command)
 main.add_command(distil_model_command)

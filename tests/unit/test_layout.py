@@ -14,13 +14,20 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "inference_tasks"
 # The top level a producer (Rails-side Python, Flower, a Django app) imports: it must never pull in
 # the worker's lifecycle, the batching hot path, training or the operator tools. Every module at the
-# top level, and every module of config/, is on the producer side, with no exemption: one that
+# top level, and every module of config/, gateway/ (the HTTP gateway holds no model) and integrations/
+# (framework adapters in a producer's process) is on the producer side, with no exemption: one that
 # imports worker code belongs under worker/.
 PRODUCER_SAFE = (
     "inference_tasks",
     *sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__"),
-    "config",
-    *sorted(f"config.{path.stem}" for path in (PACKAGE / "config").glob("*.py") if path.stem != "__init__"),
+    *(
+        name
+        for folder in ("config", "gateway", "integrations")
+        for name in (
+            folder,
+            *sorted(f"{folder}.{path.stem}" for path in (PACKAGE / folder).glob("*.py") if path.stem != "__init__"),
+        )
+    ),
 )
 WORKER_ONLY = ("inference_tasks.worker", "inference_tasks.ml", "inference_tasks.ops")
 # The app registers Flower's option check in every process (it acts only where Flower runs), so
@@ -175,6 +182,7 @@ def test_producer_side_modules_reach_no_worker_code(top: str) -> None:
 def test_every_top_level_module_is_checked_as_producer_side() -> None:
     """The list above is the directory: a new top-level module is covered without editing this test."""
     assert {"app", "config", "config.catalogue", "routing", "validation", "codec", "producer"} <= set(PRODUCER_SAFE)
+    assert {"gateway.app", "integrations.langchain", "integrations.llama_index"} <= set(PRODUCER_SAFE)
     assert "tasks" not in PRODUCER_SAFE  # the task bodies import worker code: worker/tasks/embedding.py
 
 

@@ -1,0 +1,71 @@
+"""The gateway's settings (`inference-tasks gateway`, inference_tasks/gateway/): read once from the
+environment beside Settings, which holds everything the gateway shares with producers (Redis URLs,
+TLS, the catalogue, the per-task limits). Only the gateway reads these."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from inference_tasks.config.checks import ConfigError, parse_env_text
+
+GATEWAY_PREFIX = "INFERENCE_GATEWAY_"
+# Seconds a request waits for its task's result before 504: a 64-text embed takes well under a second
+# on a served model, so this only bounds a fleet that is down or far behind.
+DEFAULT_GATEWAY_TIMEOUT_S = 30.0
+# A request body over this is refused (413) before it is parsed: 256 texts of 2,000 characters are ~0.6 MB.
+DEFAULT_GATEWAY_MAX_BODY_BYTES = 4 * 1024 * 1024
+# A model's queue (every priority list) holding this many waiting tasks or more refuses new ones (429 with
+# Retry-After): beyond it a request would wait in Redis longer than a client waits for it.
+DEFAULT_GATEWAY_MAX_QUEUE_DEPTH = 2000
+# The Retry-After a 429 carries, in seconds.
+DEFAULT_GATEWAY_RETRY_AFTER_S = 1
+# /health asks the fleet (a broadcast) at most this often; probes in between get the last answer.
+DEFAULT_GATEWAY_HEALTH_TTL_S = 5.0
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """What the gateway adds to Settings: who may call it, and how long and how much it takes."""
+
+    # Bearer keys, comma-separated; none: only `--no-auth` on a loopback address starts.
+    api_keys: str | None = field(default=None, repr=False)
+    # The catalogue aliases served, comma-separated (others are 404); /health is ready when each has a
+    # worker. None: every catalogue model.
+    models: str | None = None
+    timeout_s: float = DEFAULT_GATEWAY_TIMEOUT_S
+    max_body_bytes: int = DEFAULT_GATEWAY_MAX_BODY_BYTES
+    max_queue_depth: int = DEFAULT_GATEWAY_MAX_QUEUE_DEPTH
+    retry_after_s: int = DEFAULT_GATEWAY_RETRY_AFTER_S
+    health_ttl_s: float = DEFAULT_GATEWAY_HEALTH_TTL_S
+
+    def __post_init__(self) -> None:
+        for name in ("timeout_s", "max_body_bytes", "max_queue_depth", "retry_after_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{GATEWAY_PREFIX}{name.upper()} must be above 0, got {getattr(self, name)!r}")
+        if self.health_ttl_s < 0:
+            raise ConfigError(f"{GATEWAY_PREFIX}HEALTH_TTL_S must be 0 or more, got {self.health_ttl_s!r}")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The bearer keys, blanks dropped."""
+        return tuple(key.strip() for key in (self.api_keys or "").split(",") if key.strip())
+
+    @property
+    def model_aliases(self) -> tuple[str, ...] | None:
+        """INFERENCE_GATEWAY_MODELS as aliases; None: every catalogue model."""
+        aliases = tuple(alias.strip() for alias in (self.models or "").split(",") if alias.strip())
+        return aliases or None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> GatewaySettings:
+        """INFERENCE_GATEWAY_<FIELD> for each field; unset ones keep their defaults."""
+        kinds = {"api_keys": str, "models": str, "timeout_s": float, "max_body_bytes": int, "max_queue_depth": int,
+                 "retry_after_s": int, "health_ttl_s": float}  # fmt: skip
+        values: dict[str, object] = {}
+        for item in fields(cls):
+            variable = GATEWAY_PREFIX + item.name.upper()
+            raw = environ.get(variable)
+            if raw:
+                values[item.name] = parse_env_text(variable, raw, kinds[item.name])
+        return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type above
