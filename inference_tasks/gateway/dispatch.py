@@ -46,10 +46,13 @@ class Dispatcher:
         queue = model_queue(alias)
         task_id = new_task_id()
         message = task_message(task, args, {**kwargs, "model": alias}, task_id, queue)
-        depth = await self._push(keys=[queue, *queue_keys(queue)], args=[message, self.max_queue_depth])
-        if depth < 0:
-            raise QueueFull(queue, -depth - 1, self.max_queue_depth)
-        meta = await self.waiter.wait(task_id, timeout)
+
+        async def push() -> None:
+            depth = await self._push(keys=[queue, *queue_keys(queue)], args=[message, self.max_queue_depth])
+            if depth < 0:
+                raise QueueFull(queue, -depth - 1, self.max_queue_depth)
+
+        meta = await self.waiter.wait(task_id, timeout, push)
         if meta["status"] != "SUCCESS":
             raise failure(task_id, meta)
         return meta["result"]

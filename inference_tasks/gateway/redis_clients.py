@@ -14,8 +14,8 @@ from inference_tasks.redis_access.connections import COMMAND_TIMEOUT_S, SENTINEL
 if TYPE_CHECKING:
     from inference_tasks.config import Settings
 
-# Connections one client keeps: each waiting request holds none (its wait is a subscription on the
-# shared pub/sub connection), so this bounds only concurrent pushes and reads.
+# Connections one client keeps: a waiting request holds none (its wait is a subscription on the shared
+# pub/sub connection), so this bounds only pushes and reads in flight at one moment.
 MAX_CONNECTIONS = 64
 
 
@@ -25,10 +25,13 @@ def async_redis(settings: Settings, url: str, master: str | None) -> aioredis.Re
     if urlsplit(url).scheme == "sentinel":
         return _sentinel_master(url, master, {"ssl": True, **tls} if settings.redis_sentinel_tls else {})
     options: dict[str, Any] = tls if url.startswith("rediss://") else {}
-    return aioredis.Redis.from_url(
-        url, socket_connect_timeout=SENTINEL_TIMEOUT_S * 5, socket_timeout=COMMAND_TIMEOUT_S,
-        max_connections=MAX_CONNECTIONS, **options,
+    # Blocking: past MAX_CONNECTIONS a command waits for a free connection (up to COMMAND_TIMEOUT_S)
+    # instead of failing, so a burst of requests queues here rather than failing with 503.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=MAX_CONNECTIONS, timeout=COMMAND_TIMEOUT_S,
+        socket_connect_timeout=SENTINEL_TIMEOUT_S * 5, socket_timeout=COMMAND_TIMEOUT_S, **options,
     )  # fmt: skip
+    return aioredis.Redis(connection_pool=pool)
 
 
 def broker_client(settings: Settings) -> aioredis.Redis:

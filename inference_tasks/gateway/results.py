@@ -2,12 +2,14 @@
 waiting request's subscription.
 
 Celery's Redis result backend (ours included) PUBLISHes each stored state on `celery-task-meta-<id>`,
-the result's own key. A wait subscribes to that channel first and then reads the key once, so a result
-stored before the subscription is found by the read and one stored after it arrives as a message; the
-reader task hands each final state to its waiter. A finished result is deleted by the read that returns
-it (lua/read_finished_result.lua), or right after its message, so the gateway leaves nothing in Redis. When the
-pub/sub connection fails (a restart, a failover), the reader connects again, subscribes every waiting
-channel again and reads each key once more: a result published in the gap is read instead.
+the result's own key. A wait subscribes to that channel and only pushes its task once Redis has confirmed
+the subscription, so the result cannot be published unseen and no read of the key is needed; the reader
+task hands each final state to its waiter. Subscriptions, unsubscriptions and the deletion of results
+delivered (UNLINK: the gateway leaves nothing in Redis) are sent in batches, one command each per turn of
+the event loop for every request that needs one, which is most of what keeps the gateway's own CPU low
+(benchmarks/gateway.py). When the pub/sub connection fails (a restart, a failover), the reader connects
+again, subscribes every waiting channel again and reads each key once (lua/read_finished_result.lua):
+a result published in the gap is read instead.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -28,6 +31,8 @@ from inference_tasks.redis_access.keys import RESULT_KEY_PREFIX
 log = logging.getLogger(__name__)
 # After a failed pub/sub connection, the pause before connecting again.
 RECONNECT_PAUSE_S = 0.2
+# How long close() waits for the reader and the batches to stop.
+CLOSE_WAIT_S = 2.0
 
 
 class ResultWaiter:
@@ -36,31 +41,39 @@ class ResultWaiter:
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
         self._read_finished = client.register_script(script("read_finished_result"))
-        self._pubsub: Any = None
+        self._pubsub: Any = client.pubsub()
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._reader: asyncio.Task[None] | None = None
-        # Held while the shared pub/sub connection is made: two first subscriptions at once would each
-        # make one (redis-py connects lazily), and one of them would be lost.
-        self._connecting = asyncio.Lock()
+        self._confirming: dict[str, asyncio.Future[None]] = {}
+        self._batches: dict[str, set[str]] = {"subscribe": set(), "unsubscribe": set(), "unlink": set()}
+        self._work = asyncio.Event()
+        # Set once the pub/sub connection exists (its first SUBSCRIBE makes it); the reader waits for it.
+        self._connected = asyncio.Event()
+        # Held around every command on the pub/sub connection: redis-py connects it lazily, and two
+        # commands racing there would each make one.
+        self._commands = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
 
-    async def wait(self, task_id: str, timeout: float) -> dict[str, Any]:
-        """The task's final stored state ({"status", "result", ...}), deleted from Redis once read;
-        TimeoutError past `timeout` seconds (the result, if it comes later, expires with its lifetime)."""
+    async def wait(self, task_id: str, timeout: float, push: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+        """Subscribe to the task's result, then `push()` the task, then its final stored state ({"status",
+        "result", ...}), deleted from Redis once read; TimeoutError past `timeout` seconds (a result that
+        comes later expires with its lifetime). What `push()` raises is raised, and nothing waits on."""
+        self._start()
         channel = RESULT_KEY_PREFIX + task_id
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[channel] = future
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        confirmed: asyncio.Future[None] = loop.create_future()
+        self._waiting[channel], self._confirming[channel] = future, confirmed
+        self._batch("subscribe", channel)
         try:
             async with asyncio.timeout(timeout):
-                await self._subscribe(channel)
-                stored = await self.read(task_id)
-                if stored is not None:
-                    return stored
+                await confirmed
+                await push()
                 return await future
         finally:
             self._waiting.pop(channel, None)
-            with contextlib.suppress(RedisError, OSError, RuntimeError):
-                if self._pubsub is not None:
-                    await self._pubsub.unsubscribe(channel)
+            self._confirming.pop(channel, None)
+            self._batch("unsubscribe", channel)
 
     async def read(self, task_id: str) -> dict[str, Any] | None:
         """The stored state if final (and then deleted), else None."""
@@ -71,60 +84,92 @@ class ResultWaiter:
         return meta if meta.get("status") in FINAL_STATES else None
 
     async def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self._pubsub is not None:
-            with contextlib.suppress(RedisError, OSError):
-                await self._pubsub.aclose()
+        """Stop the reader and the batches. redis-py's get_message can absorb a cancellation (it returns
+        None instead), so the reader also stops on `_closing`, and close waits for it a bounded time."""
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=CLOSE_WAIT_S)
+        with contextlib.suppress(RedisError, OSError):
+            await self._pubsub.aclose()
 
-    async def _subscribe(self, channel: str) -> None:
-        if self._pubsub is None:
-            self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-        if self._pubsub.connection is None:
-            async with self._connecting:
-                await self._pubsub.connect()
-        await self._pubsub.subscribe(channel)
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.create_task(self._read_messages(), name="gateway-result-reader")
+    def _start(self) -> None:
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._read_messages(), name="gateway-result-reader"),
+                           asyncio.create_task(self._send_batches(), name="gateway-result-batches")]  # fmt: skip
+
+    def _batch(self, command: str, name: str) -> None:
+        self._batches[command].add(name)
+        self._work.set()
+
+    async def _send_batches(self) -> None:
+        """SUBSCRIBE, UNSUBSCRIBE and UNLINK for everything batched since the last turn, one command each."""
+        while True:
+            await self._work.wait()
+            self._work.clear()
+            batches = {command: set(names) for command, names in self._batches.items()}
+            for names in self._batches.values():
+                names.clear()
+            batches["subscribe"] = {name for name in batches["subscribe"] if name in self._confirming}
+            try:
+                async with self._commands:
+                    if batches["subscribe"]:
+                        await self._pubsub.subscribe(*batches["subscribe"])
+                        self._connected.set()
+                    if batches["unsubscribe"]:
+                        await self._pubsub.unsubscribe(*batches["unsubscribe"])
+                if batches["unlink"]:
+                    await self._client.unlink(*batches["unlink"])
+            except (RedisError, OSError) as error:
+                log.warning("result subscription commands failed (%s: %s); again shortly", type(error).__name__, error)
+                for command, names in batches.items():  # sent again after a pause
+                    self._batches[command].update(names)
+                await asyncio.sleep(RECONNECT_PAUSE_S)
+                self._work.set()
 
     async def _read_messages(self) -> None:
-        while True:
-            if self._pubsub.connection is None:  # made anew with nobody waiting: the next wait connects it
-                await asyncio.sleep(RECONNECT_PAUSE_S)
-                continue
+        while not self._closing:
+            await self._connected.wait()
             try:
-                message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                message = await self._pubsub.get_message(timeout=1.0)
             except (RedisError, OSError) as error:
                 log.warning("result subscription lost (%s: %s); subscribing again", type(error).__name__, error)
                 await self._resubscribe()
                 continue
-            if message is not None and message.get("type") == "message":
-                await self._deliver(message["channel"], message["data"])
+            if message is not None:
+                self._handle(message)
 
-    async def _deliver(self, channel: bytes | str, data: bytes) -> None:
+    def _handle(self, message: dict[str, Any]) -> None:
+        channel = message["channel"]
         name = channel.decode() if isinstance(channel, bytes) else channel
+        if message["type"] == "subscribe":
+            confirmed = self._confirming.get(name)
+            if confirmed is not None and not confirmed.done():
+                confirmed.set_result(None)
+            return
         future = self._waiting.get(name)
-        if future is None or future.done():
+        if message["type"] != "message" or future is None or future.done():
             return
-        meta = orjson.loads(data)
-        if meta.get("status") not in FINAL_STATES:
-            return
-        future.set_result(meta)
-        with contextlib.suppress(RedisError, OSError):
-            await self._client.delete(name)
+        meta = orjson.loads(message["data"])
+        if meta.get("status") in FINAL_STATES:
+            future.set_result(meta)
+            self._batch("unlink", name)
 
     async def _resubscribe(self) -> None:
         """A new pub/sub connection with every waiting channel, then one read of each key."""
-        old, self._pubsub = self._pubsub, self._client.pubsub(ignore_subscribe_messages=True)
-        with contextlib.suppress(RedisError, OSError):
-            await old.aclose()
         while True:
             try:
-                channels = list(self._waiting)
-                if channels:
-                    await self._pubsub.subscribe(*channels)
+                async with self._commands:
+                    old, self._pubsub = self._pubsub, self._client.pubsub()
+                    with contextlib.suppress(RedisError, OSError):
+                        await old.aclose()
+                    channels = list(self._confirming)
+                    if channels:
+                        await self._pubsub.subscribe(*channels)
+                        self._connected.set()
+                    else:  # nothing to wait on: the next SUBSCRIBE connects it
+                        self._connected.clear()
                 for channel in channels:
                     stored = await self.read(channel.removeprefix(RESULT_KEY_PREFIX))
                     future = self._waiting.get(channel)
