@@ -15,11 +15,14 @@ and commands its role needs:
 - inference-operator (Flower, the exporter, doctor, status): reads dead letters, results, heads and
   INFO/CONFIG GET; sends remote-control broadcasts and reads their replies; follows events; writes the
   unacked record and the queues only as kombu's visibility sweep, which every kombu consumer runs;
+- inference-gateway (`inference-tasks gateway`): the producer's rights on the inference queues and results,
+  plus what /health's broadcast needs (the remote-control channel, its reply queues, kombu's bindings),
+  and the unacked record and queues as kombu's visibility sweep, as the operator;
 - inference-cache, for the embedding cache's own Redis (INFERENCE_CACHE_URL; load the same file there):
   MGET, GET and SET on the cache's key prefix only, and what doctor and status read (INFO, CONFIG GET,
   DBSIZE); no other key, no pub/sub, no admin command.
 
-Passwords come from INFERENCE_ACL_PASSWORD_PRODUCER / _WORKER / _TRAINER / _OPERATOR / _CACHE, else are
+Passwords come from INFERENCE_ACL_PASSWORD_PRODUCER / _WORKER / _TRAINER / _OPERATOR / _GATEWAY / _CACHE, else are
 generated; the file holds only their SHA-256, and generated ones are printed once, on stderr.
 """
 
@@ -51,7 +54,7 @@ from inference_tasks.redis_access.keys import (
 )
 from inference_tasks.routing import INFERENCE_QUEUE, PRIORITY_SEPARATOR, TRAINING_QUEUE
 
-ROLES = ("producer", "worker", "trainer", "operator", "cache")
+ROLES = ("producer", "worker", "trainer", "operator", "gateway", "cache")
 PASSWORD_VARIABLE = "INFERENCE_ACL_PASSWORD_{}"
 # Corpus sources (inference.embed_corpus's source_key) under ACLs: lists the producer writes and the
 # trainer reads.
@@ -141,6 +144,14 @@ def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
             DATA, CONNECTION, WAKEUP,
             keys(*worker_keys, *HEADS, f"{KEY_PREFIX}:corpus:*", read_only=(SOURCES_PATTERN,)),
             channels(*RESULTS, *fanout, *gossip(db), INVALIDATE_CHANNEL),
+        ])  # fmt: skip
+    if role == "gateway":
+        # /health's broadcast runs a kombu consumer, whose visibility sweep writes the unacked record and
+        # may put an expired message back on its queue (a training one too), as the operator's.
+        return " ".join([
+            DATA, CONNECTION,
+            keys(*inference, *training, *RESULTS, *BINDINGS, *CONTROL_REPLIES, *UNACKED),
+            channels(*RESULTS, *fanout),
         ])  # fmt: skip
     if role == "cache":
         return " ".join([CONNECTION, CACHE_COMMANDS, keys(f"{CACHE_KEY_PREFIX}*")])

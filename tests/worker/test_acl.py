@@ -18,6 +18,7 @@ from inference_tasks.ops.acl import ROLES, role_rules
 from inference_tasks.producer import collect, send
 from inference_tasks.redis_access.keys import UNACKED_KEY, classifier_key
 from inference_tasks.routing import EMBED_TASK, TRAIN_CLASSIFIER_TASK, TRAINING_QUEUE
+from tests.support.gateway import running_gateway
 from tests.support.local import clean_env, running_flower
 from tests.support.localstack import PLAIN_WORKER, PRESET_TRAINER, REPO_ROOT, producer_app, start_redis
 from tests.support.operator_tools import exporter, flower_api, scrape
@@ -74,7 +75,7 @@ def test_generated_passwords_are_printed_once_and_only_hashes_are_in_the_file():
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     passwords = [line.rsplit(" ", 1)[1] for line in made.stderr.splitlines()]
-    assert len(passwords) == len(ROLES) == 5 and not any(password in made.stdout for password in passwords)
+    assert len(passwords) == len(ROLES) == 6 and not any(password in made.stdout for password in passwords)
     assert made.stdout.splitlines()[0] == "user default off"
     assert "~training" not in role_rules("producer") and "~training" in role_rules("producer", producer_trains=True)
 
@@ -100,6 +101,19 @@ def test_producers_enqueue_and_read_results_and_are_refused_the_rest(acl_server,
             call()
         refused[what] = str(error.value)
     assert all("NOPERM" in message or "no permissions" in message for message in refused.values()), refused
+
+
+def test_the_gateway_serves_and_reports_health_under_its_user(acl_server, acl_worker, tmp_path):
+    """`inference-tasks gateway` as inference-gateway: an embedding through the queue (push, subscribe, read,
+    delete) and /health's broadcast answered by the worker; the user may not push to the training queue."""
+    with running_gateway(url(acl_server, "gateway"), tmp_path, "--no-auth", INFERENCE_GATEWAY_MODELS="minilm",
+                         INFERENCE_GATEWAY_HEALTH_TTL_S="0") as gateway:  # fmt: skip
+        status, _, body = gateway.request("POST", "/v1/embeddings", {"input": ["under the gateway's user"]})
+        assert status == 200 and len(body["data"][0]["embedding"]) == 384, body
+        status, _, health = gateway.request("GET", "/health")
+        assert status == 200 and health["models"]["minilm"], health
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        redis.Redis.from_url(url(acl_server, "gateway")).hgetall(classifier_key("spam", "latest"))
 
 
 def test_the_worker_user_may_be_woken_on_push(acl_server, acl_worker):
