@@ -193,3 +193,29 @@ def test_compose_file_parses_and_stops_gracefully():
         assert int(services[name]["environment"]["INFERENCE_CONCURRENCY"]) <= services[name]["cpus"]
     assert int(services["trainer"]["environment"]["INFERENCE_TRAINER_THREADS"]) <= services["trainer"]["cpus"]
     assert "INFERENCE_FLOWER_BASIC_AUTH" in services["flower"]["environment"], "Flower on 0.0.0.0 needs auth"
+
+
+def test_the_gateway_is_deployed_with_keys_probes_and_a_service():
+    """Kubernetes: the gateway's Deployment takes its keys from a Secret, is live on /health/live and ready
+    on /health, serves models the worker pools run, and has a Service; compose: keys required, loopback port."""
+    deployment = by_kind("Deployment")["inference-gateway"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["inference-tasks", "gateway"] and "0.0.0.0" in container["command"]
+    env = {item["name"]: item for item in container["env"]}
+    secret = env["INFERENCE_GATEWAY_API_KEYS"]["valueFrom"]["secretKeyRef"]["name"]
+    assert "INFERENCE_GATEWAY_API_KEYS" in by_kind("Secret")[secret]["stringData"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    pools = {
+        served_queue(container)
+        for name, pool in by_kind("Deployment").items()
+        if name.startswith("inference-worker")
+        for container in pool["spec"]["template"]["spec"]["containers"]
+    }
+    catalogue_default = "minilm"  # config.yaml's default, served on the bare `inference` queue too
+    for alias in env["INFERENCE_GATEWAY_MODELS"]["value"].split(","):
+        assert f"{INFERENCE_QUEUE}.{alias}" in pools or alias == catalogue_default, alias
+    assert by_kind("Service")["inference-gateway"]["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    gateway = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["gateway"]
+    assert gateway["command"][:2] == ["inference-tasks", "gateway"] and gateway["ports"][0].startswith("127.0.0.1:")
+    assert ":?" in gateway["environment"]["INFERENCE_GATEWAY_API_KEYS"], "keys are required"
