@@ -164,8 +164,7 @@ def test_a_texts_vector_does_not_depend_on_its_batch_mates(request, precision):
 
 
 def test_the_int8_export_is_offline_and_idempotent(model_cache, export_dir, int8_dir):
-    """Quantized from the full-precision export with no network, beside it; a second run keeps it; an
-    export quantized by another recipe (an older release's manifest) is quantized again."""
+    """Quantized from the full-precision export with no network, beside it; a second run keeps it."""
     from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe, recipe_digest
 
     manifest = json.loads((int8_dir / MANIFEST_FILE).read_text())
@@ -178,6 +177,15 @@ def test_the_int8_export_is_offline_and_idempotent(model_cache, export_dir, int8
     again = export(model_cache, "--precision", "int8")
     assert again.returncode == 0 and "already exported" in again.stdout, again.stderr
     assert (int8_dir / IR_FILE).stat().st_mtime_ns == before
+
+
+@pytest.mark.long
+def test_an_int8_export_of_another_recipe_is_quantized_again(model_cache, int8_dir):
+    """An export quantized by another recipe (an older release's manifest) is quantized again (a whole
+    quantization, ~25 s on 2 cores: the long tier)."""
+    from inference_tasks.worker.runtimes.openvino.int8_recipe import Int8Recipe, recipe_digest
+
+    manifest = json.loads((int8_dir / MANIFEST_FILE).read_text())
     del manifest["calibration"]["recipe"]  # as stop 51's exports were written
     (int8_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
     redone = export(model_cache, "--precision", "int8")
