@@ -13,6 +13,7 @@ import pytest
 
 from inference_tasks.routing import EMBED_TASK, WORKER_INFO_TASK
 from inference_tasks.worker.runtimes.auto.choice_record import SIZES, read_record, record_dir
+from inference_tasks.worker.runtimes.auto.export import report_lines
 from inference_tasks.worker.runtimes.model_files import resolve_model_path
 from inference_tasks.worker.runtimes.openvino.export_paths import export_path
 from inference_tasks.worker.runtimes.openvino.openvino_encoder import SHAPE_BUCKETS, OpenVinoEncoder
@@ -46,18 +47,27 @@ def torch_vectors(texts: list[str]) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def raced_cache(tmp_path_factory):
-    """`inference-tasks export-model` (backend auto, the default) into a cache of its own."""
-    cache = tmp_path_factory.mktemp("auto-cache")
-    done = export_model(cache)
-    assert done.returncode == 0, done.stderr
-    return cache, done.stdout
+def started_pair(start_worker, tmp_path_factory):
+    """Two workers with no runtime setting started at once on one empty cache: one runs `inference-tasks
+    export-model` (backend auto) at its first start, under the lock, and the other waits and reads its
+    record. That export is the one the module's other tests use (one race per module, ~60 s)."""
+    cache = tmp_path_factory.mktemp("auto") / "cache"
+    first = start_worker(backend=None, model_cache=str(cache), concurrency=2, wait_ready=False)
+    second = start_worker(backend=None, model_cache=str(cache), concurrency=1, wait_ready=False)
+    first.wait_ready()
+    second.wait_ready()
+    return cache, first, second
+
+
+@pytest.fixture(scope="module")
+def raced_cache(started_pair):
+    return started_pair[0]
 
 
 @pytest.mark.worker
 @pytest.mark.timeout(600)
 def test_export_model_races_every_runtime_per_size_and_records_the_winners(raced_cache):
-    cache, printed = raced_cache
+    cache = raced_cache
     record = read_record(record_dir(MODEL, resolve_model_path(MODEL), cache), host_cpu())
     assert record is not None and record["cpu"] == host_cpu()
     assert {"torch f32", "openvino f32", "ctranslate2 int8"} <= set(record["candidates"]), record["candidates"]
@@ -67,22 +77,18 @@ def test_export_model_races_every_runtime_per_size_and_records_the_winners(raced
     for size, winner in record["winners"].items():
         best = max(record["candidates"][name]["sizes"][size]["texts_per_s"] for name in passed)
         assert winner in passed and record["candidates"][winner]["sizes"][size]["texts_per_s"] == best
-    assert f"auto: serves {record['route']} on this host" in printed
+    assert f"auto: serves {record['route']} on this host" in "\n".join(report_lines(record))
     again = export_model(cache)
     assert again.returncode == 0 and "auto: already measured" in again.stdout, again.stdout
 
 
 @pytest.mark.worker
 @pytest.mark.timeout(600)
-def test_two_workers_with_no_runtime_setting_export_once_and_serve_the_measured_route(start_worker, tmp_path):
+def test_two_workers_with_no_runtime_setting_export_once_and_serve_the_measured_route(started_pair):
     """Both start at once on one empty cache: one exports (under the lock), the other waits and reads its
     record; both serve the route with vectors within the gate of torch's; worker_info, the control
     report, doctor and the exporter say what is served and why."""
-    cache = tmp_path / "cache"
-    first = start_worker(backend=None, model_cache=str(cache), concurrency=2, wait_ready=False)
-    second = start_worker(backend=None, model_cache=str(cache), concurrency=1, wait_ready=False)
-    first.wait_ready()
-    second.wait_ready()
+    cache, first, second = started_pair
     logs = first.log() + second.log()
     assert logs.count(EXPORTED_AND_MEASURED) == 1, logs
     record = read_record(record_dir(MODEL, resolve_model_path(MODEL), cache), host_cpu())
@@ -130,7 +136,7 @@ def test_without_openvino_and_ctranslate2_an_auto_worker_serves_torch_and_says_w
 @pytest.mark.worker
 @pytest.mark.timeout(300)
 def test_an_explicit_ctranslate2_worker_serves_its_int8_export(start_worker, raced_cache):
-    cache, _ = raced_cache
+    cache = raced_cache
     worker = start_worker(backend="ctranslate2", model_cache=str(cache), concurrency=2)
     served = np.array(worker.app.send_task(EMBED_TASK, args=[TEXTS]).get(timeout=RESULT_TIMEOUT_S)["embeddings"])
     assert (served * torch_vectors(TEXTS)).sum(axis=1).min() >= 0.97
@@ -143,7 +149,7 @@ def test_an_explicit_ctranslate2_worker_serves_its_int8_export(start_worker, rac
 def test_openvino_one_text_static_shapes_give_the_dynamic_models_vectors(raced_cache):
     """A lone text padded to a static shape (SHAPE_BUCKETS, and one past the largest: the dynamic model)
     gets the vector the dynamic-shape model gives it, in f32 to float rounding."""
-    cache, _ = raced_cache
+    cache = raced_cache
     path = export_path(MODEL, resolve_model_path(MODEL), cache)
     bucketed, dynamic = OpenVinoEncoder(MODEL, path, "f32", SHAPE_BUCKETS), OpenVinoEncoder(MODEL, path, "f32")
     bucketed.compile(1)
