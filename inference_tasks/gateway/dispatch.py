@@ -57,13 +57,6 @@ class Dispatcher:
             raise failure(task_id, meta)
         return meta["result"]
 
-    async def queue_depth(self, alias: str) -> int:
-        """Waiting tasks on `alias`'s queue, every priority list."""
-        async with self.broker.pipeline(transaction=False) as pipe:
-            for key in queue_keys(model_queue(alias)):
-                pipe.llen(key)
-            return sum(await pipe.execute())
-
 
 def failure(task_id: str, meta: dict[str, Any]) -> TaskFailed:
     """The stored FAILURE (or REVOKED) state as TaskFailed."""
