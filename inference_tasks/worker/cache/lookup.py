@@ -104,15 +104,15 @@ def _codec(output: str, model: Any) -> tuple[Callable[..., Any], ...]:
     return (entries.pack_dense, lambda entry: entries.unpack_dense(entry, int(model.dim or 0)), split, join)
 
 
-def open_cache(settings: Settings, output: str | None) -> VectorCache | None:
+def open_cache(settings: Settings, output: str | None, files_digest: str) -> VectorCache | None:
     """The worker's cache when INFERENCE_CACHE_URL is set and its model kind's rows can be cached
     (`output`: dense or sparse; None for a kind whose rows are not a text's alone, or faster to
-    compute than to read); the model's files are hashed here, once per start."""
-    from inference_tasks.worker.cache.identity import model_digest, pooling_of
+    compute than to read); `files_digest`: the model's files, hashed once per start
+    (lifecycle/model_identity.py)."""
+    from inference_tasks.worker.cache.identity import pooling_of
     from inference_tasks.worker.runtimes.model_files import resolve_model_path
 
     if not settings.cache_url or output not in (DENSE, SPARSE):
         return None
     directory = Path(resolve_model_path(settings.served_model.source))
-    digest = model_digest(directory, settings.model_cache_dir)
-    return VectorCache(CacheStore(settings), digest, pooling_of(directory))
+    return VectorCache(CacheStore(settings), files_digest, pooling_of(directory))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
 
 logger = logging.getLogger(__name__)
+REVISION_DIGITS = 12
 
 # Zero-shot label sets repeat from task to task; their embeddings are kept per child.
 LABEL_CACHE_SIZE = 4096
@@ -72,10 +73,21 @@ class ModelHolder:
     # The fleet's embedding cache (worker/cache/) when INFERENCE_CACHE_URL is set and the kind's rows
     # can be cached; `cached`: how many texts of the last encode_for/sparse_for it answered (usage).
     cache: VectorCache | None = None
+    # A sha256 of the served model's files, hashed once at the worker's start (lifecycle/cache_start.py); its
+    # first 12 digits are results' "revision". None when the files could not be read (`identity_error` says why).
+    files_digest: str | None = None
+    identity_error: str | None = None
     cached: int = 0
     # Why this worker has no cache although INFERENCE_CACHE_URL is set (worker_info says it); None otherwise.
     cache_off: str | None = None
     _label_cache: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+
+    @property
+    def revision(self) -> str | None:
+        """What results name the model's version by: the first 12 hex digits of its files' digest, which
+        changes exactly when the weights, tokenizer or pooling do (a catalogue revision names a branch
+        whose files can move; an alias can be pointed at other files)."""
+        return self.files_digest[:REVISION_DIGITS] if self.files_digest else None
 
     def load(
         self, entry: ModelEntry, device: str, mode: str = LOAD_IN_CHILD, options: LoadOptions | None = None

@@ -55,7 +55,8 @@ def refuse_cache_on_a_queue_redis(settings: Settings) -> None:
 
 def open_worker_cache(ctx: WorkerContext, settings: Settings) -> None:
     """Give the model holder its cache when INFERENCE_CACHE_URL is set and the served kind's rows can be
-    kept; a model whose files cannot be read for its identity runs without one, saying why."""
+    kept; a model whose files could not be read for its identity (model_identity.py, run first) runs
+    without one, saying why."""
     from inference_tasks.worker.cache.lookup import open_cache
     from inference_tasks.worker.kinds.registry import kind_of
 
@@ -69,10 +70,10 @@ def open_worker_cache(ctx: WorkerContext, settings: Settings) -> None:
         logger.warning("embedding cache off: model %r is of kind %r, whose results are not cached", entry.alias,
                        entry.kind)  # fmt: skip
         return
-    try:
-        ctx.model.cache = open_cache(settings, output)
-    except (OSError, ValueError) as error:
+    if ctx.model.files_digest is None:
+        error = ctx.model.identity_error
         ctx.model.cache_off = f"the files of model {entry.alias!r} could not be read for its identity ({error})"
         logger.warning("embedding cache off: the files of model %r could not be read (%s)", entry.alias, error)
         return
+    ctx.model.cache = open_cache(settings, output, ctx.model.files_digest)
     logger.info("embedding cache on (%s rows, entries kept %d s)", output, settings.cache_ttl_s)

@@ -43,6 +43,7 @@ from inference_tasks.worker.lifecycle import (
 from inference_tasks.worker.lifecycle.cache_start import open_worker_cache, refuse_cache_on_a_queue_redis
 from inference_tasks.worker.lifecycle.context import WorkerContext, current, start
 from inference_tasks.worker.lifecycle.jobs import job_ends, job_starts, record_device
+from inference_tasks.worker.lifecycle.model_identity import identify_model
 from inference_tasks.worker.lifecycle.redis_room import wait_until_redis_has_room
 from inference_tasks.worker.lifecycle.start_checks import (
     refuse_memory_limit_below_footprint,
@@ -108,6 +109,7 @@ def choose_profile_and_preimport(sender: Any, **_: Any) -> None:
     if prefork and record.profile == PROFILE_INFERENCE and settings.preload_model:
         preload_model(ctx, settings)
     if record.profile == PROFILE_INFERENCE:
+        identify_model(ctx, settings)
         open_worker_cache(ctx, settings)
     if prefork and record.threads == 1 and settings.adaptive_threads:
         ctx.budget = thread_budget.SharedThreadBudget(sender.concurrency, sender.concurrency)

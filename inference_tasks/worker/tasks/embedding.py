@@ -32,12 +32,13 @@ if TYPE_CHECKING:
 
 @shared_task(name=EMBED_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def embed(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Embed a batch: {"model", "alias", "dim", "embeddings": [[float] per text, in input order], "usage"}.
+    """Embed a batch: {"model", "alias", "revision", "dim", "embeddings": [[float] per text, in input order],
+    "usage"}.
 
     Arguments: contract/specs.py's EMBED. With a packed encoding ("f32-base64", "int8", "uint8",
     "binary", "ubinary") "embeddings" is one base64 string of every vector's bytes, with "count" and
     "encoding" (docs/tasks.md). "model" in the result is the served model's name, "alias" its
-    catalogue alias.
+    catalogue alias, "revision" the first digits of its files' digest (lifecycle/model_identity.py).
     """
     clock = TaskClock.start(self.request)
     settings = self.app.settings
@@ -48,7 +49,8 @@ def embed(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     read = options.prompted(request["texts"])
     count = read_tokens(EMBED_TASK, encoder, read, options.truncate)
     vectors = holder.encode_for(self.request.id, read, options.normalize, request["cache"])
-    result = {"model": encoder.name, "alias": request["model"], **vectors_as_asked(holder, settings, vectors, options)}
+    result = {"model": encoder.name, "alias": request["model"], "revision": holder.revision,
+              **vectors_as_asked(holder, settings, vectors, options)}  # fmt: skip
     result["usage"] = clock.usage(count, holder.shared, holder.cached)
     note_tokens(count)
     return result

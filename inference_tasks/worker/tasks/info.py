@@ -33,6 +33,7 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "profile": record.profile,
         "model": model.name if model else None,
         "alias": self.app.settings.served_model.alias,
+        "revision": holder.revision,  # as embed results say it (lifecycle/model_identity.py)
         "model_error": holder.error,
         "device": model.device if model else None,
         "backend": model.backend if model else self.app.settings.backend,
@@ -60,13 +61,7 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "tracing": ctx.traces is not None,
         "tasks_served": record.tasks_served,
         "jobs_done": record.jobs_done,
-        "microbatch": {
-            "max_texts": self.app.settings.microbatch_max_texts,
-            "wait_ms": self.app.settings.microbatch_wait_ms,
-            "batches_run": record.batches_run,
-            "batched_tasks": record.batched_tasks,
-            "largest_batch": record.largest_batch,
-        },
+        "microbatch": microbatch_report(record, self.app.settings),
         "rss_bytes": threads.rss_bytes(),
         **threads.shared_memory_report(),
         **threads.thread_report(),
@@ -76,6 +71,17 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         # The fleet's embedding cache (worker/cache/): on when INFERENCE_CACHE_URL is set and the model's
         # kind is cached; off_because says why it is off where it was asked for.
         "cache": cache_report(holder.cache, holder.cache_off, self.app.settings),
+    }
+
+
+def microbatch_report(record: Any, settings: Any) -> dict[str, Any]:
+    """worker_info's "microbatch": the settings and what this process's micro-batches have done."""
+    return {
+        "max_texts": settings.microbatch_max_texts,
+        "wait_ms": settings.microbatch_wait_ms,
+        "batches_run": record.batches_run,
+        "batched_tasks": record.batched_tasks,
+        "largest_batch": record.largest_batch,
     }
 
 

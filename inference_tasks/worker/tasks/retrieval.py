@@ -78,7 +78,7 @@ def rerank(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
 def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Split each text into windows of at most `chunk_tokens` word pieces (default: all the model reads),
     `overlap_tokens` shared between neighbours, and embed every window (contract/specs.py's EMBED_CHUNKS):
-    {"model", "alias", "dim", "encoding", "chunks": [[{"start", "end", "embedding"}] per text], "usage"};
+    {"model", "alias", "revision", "dim", "encoding", "chunks": [[{"start", "end", "embedding"}] per text], "usage"};
     [start, end) is the window's character span in its text. `encoding` applies to each chunk's vector
     (a packed one is a base64 string of that vector alone).
     """
@@ -102,7 +102,8 @@ def embed_chunks(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
     count.truncated = sorted({owners[index] for index in count.truncated})
     vectors = holder.encode_for(None, read, options.normalize, request["cache"]) if read else None
     chunks: list[list[dict[str, Any]]] = []
-    result: dict[str, Any] = {"model": encoder.name, "alias": alias, "dim": 0, "encoding": options.encoding}
+    result: dict[str, Any] = {"model": encoder.name, "alias": alias, "revision": holder.revision, "dim": 0,
+                              "encoding": options.encoding}  # fmt: skip
     rows = vectors_as_asked(holder, settings, vectors, options) if vectors is not None else None
     result["dim"] = rows["dim"] if rows else options.dimensions or encoder.dim
     embeddings = _per_chunk(rows, len(read)) if rows else []

@@ -26,7 +26,7 @@ from inference_tasks.worker.tasks.usage import TaskClock
 
 @shared_task(name=EMBED_SPARSE_TASK, bind=True, base=CoalescedTask, throws=EXPECTED_ERRORS)
 def embed_sparse(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Sparse vectors (contract/specs.py's EMBED_SPARSE): {"model", "alias", "dim" (the vocabulary's size),
+    """Sparse vectors (contract/specs.py's EMBED_SPARSE): {"model", "alias", "revision", "dim" (the vocabulary's size),
     "embeddings": [{"indices": [int] ascending, "values": [float], "tokens"?: [str]} per text, in input
     order], "usage"}. Prompts and `truncate` as inference.embed.
     """
@@ -53,7 +53,8 @@ def embed_sparse(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         embeddings.append(embedding)
     usage = clock.usage(count, holder.shared, holder.cached)
     note_tokens(count)
-    return {"model": encoder.name, "alias": alias, "dim": encoder.dim, "embeddings": embeddings, "usage": usage}
+    return {"model": encoder.name, "alias": alias, "revision": holder.revision, "dim": encoder.dim,
+            "embeddings": embeddings, "usage": usage}  # fmt: skip
 
 
 def pruned(row: SparseRow, top_k: int | None, min_weight: float) -> SparseRow:
