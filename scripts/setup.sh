@@ -4,8 +4,8 @@
 #     tests) from Debian (sudo if not root); with WITH_TEST_TOOLS=1 (scripts/test.sh) also chromium,
 #     for the headless-browser check of Flower, systemd-analyze, for the unit-file checks, iproute2 for
 #     the simulated hosts, and Rails
-#     (railties, activerecord, activejob, sqlite3) and minitest, for the gem's suite and running deploy/rails
-#     inside a real Rails app
+#     (railties, activerecord, activejob, pg) and minitest, for the gem's suite and running deploy/rails
+#     inside a real Rails app on PostgreSQL with pgvector (the server itself: the pgserver wheel in the lock)
 #   - a virtual environment in .venv (VENV=... to move it) holding exactly requirements/dev.lock (every
 #     package at one version with its sha256, torch 2.13.0 CPU among them; scripts/lock.sh refreshes
 #     it) and this package, editable.
@@ -24,9 +24,10 @@ command -v sidekiq >/dev/null || missing+=(ruby-sidekiq)
 if [ "${WITH_TEST_TOOLS:-0}" = 1 ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v systemd-analyze >/dev/null || missing+=(systemd)
-  # Rails 6.1 from Debian: tests/external/test_rails_app.py runs deploy/rails inside a real Rails app.
-  ruby -e 'require "rails"; require "active_record"; require "active_job"; require "sqlite3"' 2>/dev/null ||
-    missing+=(ruby-railties ruby-activerecord ruby-activejob ruby-sqlite3)
+  # Rails 6.1 and ruby-pg from Debian: tests/external/test_rails_pgvector.py runs deploy/rails inside a real
+  # Rails app on PostgreSQL with pgvector.
+  ruby -e 'require "rails"; require "active_record"; require "active_job"; require "pg"' 2>/dev/null ||
+    missing+=(ruby-railties ruby-activerecord ruby-activejob ruby-pg)
   # Simulated hosts (tests/external/test_hosts.py): network namespaces, veth, a bridge; unshare for hostnames.
   command -v ip >/dev/null || missing+=(iproute2)
   command -v unshare >/dev/null || missing+=(util-linux)

@@ -13,6 +13,9 @@ require_relative "inference_tasks/errors"
 require_relative "inference_tasks/wire"
 require_relative "inference_tasks/result_waiter"
 require_relative "inference_tasks/client"
+require_relative "inference_tasks/pgvector"
+require_relative "inference_tasks/vector_rows"
+require_relative "inference_tasks/backfill"
 
 module InferenceTasks
   # The public constants of the single-file client, kept for code that used them.
@@ -22,6 +25,14 @@ module InferenceTasks
   RESULT_KEY_PREFIX = Wire::RESULT_KEY_PREFIX
   READY_STATES = Wire::READY_STATES
   ENCODINGS = Wire::ENCODINGS
+
+  # Which model made a result's vectors: "alias@revision" (docs/tasks.md: the revision is a digest of the
+  # model's files). Stored beside each vector, it tells the rows a new model makes stale.
+  def self.model_identity(result)
+    model_alias = result["alias"] or raise ArgumentError, "the result names no model alias"
+    revision = result["revision"] or raise ArgumentError, "the result names no revision (a worker from before results carried one: upgrade it)"
+    "#{model_alias}@#{revision}"
+  end
 
   # Little-endian float32 vectors, base64 (inference.embed with encoding: "f32-base64"): one Array per text.
   def self.decode_vectors(base64, dim)

@@ -1,10 +1,11 @@
 # frozen_string_literal: true
 
-# A minimal Rails app around deploy/rails, for tests/external/test_rails_app.py. Its root IS deploy/rails, so
-# the files shipped there (app/models, app/jobs, config/initializers) load exactly as they would in a
-# real app; only what every Rails app has of its own (this file, ApplicationRecord, ApplicationJob,
-# the schema) lives here. Debian's Rails 6.1 packages, offline; SQLite from DATABASE_URL. The client
-# is the built and installed gem (GEM_PATH set by the test), required by name as Bundler would.
+# A minimal Rails app around deploy/rails, for tests/external/test_rails_pgvector.py. Its root IS deploy/rails,
+# so the files shipped there (app/models, app/jobs, app/types, config/initializers, db/migrate) load exactly as
+# they would in a real app; only what every Rails app has of its own (this file, ApplicationRecord,
+# ApplicationJob, the table before the migration) lives here. Debian's Rails 6.1 packages, offline;
+# PostgreSQL with pgvector from DATABASE_URL. The client is the built and installed gem (GEM_PATH set by the
+# test), required by name as Bundler would.
 require "logger"
 require "rails"
 require "active_record/railtie"
