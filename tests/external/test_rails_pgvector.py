@@ -9,6 +9,7 @@ a failed embed, a backfill killed and run again over rows that predate the colum
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -78,7 +79,7 @@ class RailsApp:
 
     def run(self, command: str, payload: dict | None = None, **env: str) -> dict:
         done = subprocess.run(
-            [need("ruby"), str(SCRIPT), command], input=json.dumps(payload or {}), env=clean_env(**self.env, **env),
+            [need("ruby"), str(SCRIPT), command, json.dumps(payload or {})], env=clean_env(**self.env, **env),
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-4000:]
@@ -163,7 +164,8 @@ def test_articles_saved_in_rails_are_embedded_through_replies_and_found_by_meani
     print(f"\n[rails pgvector] {ARTICLES} articles saved -> all vectors in rows: {took:.2f} s;"
           f" paraphrase hit@1 {hit_at_1['index']:.3f} on the HNSW index, {hit_at_1['exact']:.3f} exact"
           f" ({len(queries)} queries)")  # fmt: skip
-    assert hit_at_1["index"] >= hit_at_1["exact"] - 1 / len(queries) and hit_at_1["index"] >= 0.8
+    # 0.80 with torch here; a runtime another host picks (int8, bf16) may flip a close call, never ten of them.
+    assert hit_at_1["index"] >= hit_at_1["exact"] - 1 / len(queries) and hit_at_1["index"] >= 0.7
 
 
 def test_a_failed_embed_leaves_the_article_untouched_and_logged(rails_app):
@@ -187,41 +189,57 @@ def insert_unembedded(rails_app: RailsApp, titles: list[str]) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
-def test_a_backfill_killed_midway_and_run_again_embeds_every_row_once(rails_app):
-    """96 rows that predate the column, backfilled in batches of 4 through a queue that holds at most 2 waiting
-    tasks (the client's max_queue_depth: the backfill waits on QueueFull): killed (SIGKILL) once it has
-    pushed some batches, then run again to the end. Every row ends with a vector stored exactly once: the
-    second run skips the rows done and those whose task is still out."""
+def test_a_backfill_killed_midway_and_run_again_embeds_every_row_once(rails_app, inference_worker):
+    """96 rows that predate the column, backfilled in batches of 4 through a queue that may hold 2 waiting tasks
+    (the client's max_queue_depth). Once the backfill knows the serving model, the worker is frozen (SIGSTOP):
+    the queue fills, the backfill waits on QueueFull, and is killed (SIGKILL) there. The worker goes on and the
+    backfill runs again to the end: every row ends with its vector stored exactly once, the rows the first run
+    pushed left to their tasks."""
     titles = [f"{title} (archive copy {n})" for n, title in enumerate(tickets()[:BACKFILLED])]
     ids = insert_unembedded(rails_app, titles)
-    env = {**rails_app.env, "INFERENCE_MAX_QUEUE_DEPTH": "2"}
-    first = subprocess.Popen(
-        [need("ruby"), str(SCRIPT), "backfill"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=clean_env(**env), text=True,
-    )  # fmt: skip
+    env = clean_env(**rails_app.env, INFERENCE_MAX_QUEUE_DEPTH="2")
+    payload = json.dumps({"batch_size": 4, "pause": True})
+    first = subprocess.Popen([need("ruby"), str(SCRIPT), "backfill", payload], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)  # fmt: skip
     assert first.stdin is not None and first.stdout is not None
-    first.stdin.write(json.dumps({"batch_size": 4}))
-    first.stdin.close()
-    progress: dict = {}
-    for line in first.stdout:
-        progress = json.loads(line).get("progress", progress)
-        if progress.get("batches", 0) >= 5:
-            break
-    first.send_signal(signal.SIGKILL)
-    first.wait(timeout=30)
-    assert 5 <= progress["batches"] < BACKFILLED // 4, progress
+    lines = []
+    try:
+        lines += read_until(first, "probed")
+        os.killpg(inference_worker.process.pid, signal.SIGSTOP)
+        try:
+            first.stdin.write("go\n")
+            first.stdin.flush()
+            lines += read_until(first, "pushing again in")  # a push refused: the queue is full
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+        finally:
+            os.killpg(inference_worker.process.pid, signal.SIGCONT)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    pushed = sum(line.startswith('{"progress"') for line in lines)  # one line per batch pushed
+    assert 1 <= pushed < BACKFILLED // 4 and "max_queue_depth=2" in lines[-1], lines
     second = rails_app.run("backfill", {"batch_size": 4}, INFERENCE_MAX_QUEUE_DEPTH="2")
-    # What the first run pushed is either stored already or still out (and left to its task).
-    assert second["enqueued"] <= BACKFILLED - progress["enqueued"], (progress, second)
-    assert second["stale"] - second["waiting"] == second["enqueued"], second
+    # The first run's rows are stored by now or still out, and left to their tasks: only the others are asked for.
+    assert second["enqueued"] == BACKFILLED - 4 * pushed == second["stale"] - second["waiting"], (pushed, second)
     rails_app.wait_for_vectors(ids, "the backfilled rows' embeddings")
     stored = rails_app.embedded_ids()
     assert {article: stored[article] for article in ids} == dict.fromkeys(ids, 1)
-    assert progress["waits"] + second["waits"] >= 1, "the queue never filled: the test shows no backpressure"
-    waits = progress["waits"] + second["waits"]
-    print(f"\n[rails pgvector] backfill of {BACKFILLED}: killed after {progress['enqueued']} rows, the second run"
-          f" pushed {second['enqueued']} ({second['waiting']} still out), {waits} waits on a full queue;"
-          " every row stored once")  # fmt: skip
+    print(
+        f"\n[rails pgvector] backfill of {BACKFILLED}: killed waiting on a full queue after {4 * pushed} rows,"
+        f" the second run pushed {second['enqueued']} ({second['waiting']} still out); every row stored once"
+    )
+
+
+def read_until(process: subprocess.Popen, word: str) -> list[str]:
+    """The lines `process` prints up to the first holding `word`; fails if it exits first."""
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if word in line:
+            return lines
+    raise AssertionError(f"the backfill ended before printing {word!r}:\n{''.join(lines)[-3000:]}")
 
 
 def test_a_model_change_makes_rows_stale_and_the_backfill_embeds_them_again(rails_app):

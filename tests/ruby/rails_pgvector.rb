@@ -1,12 +1,15 @@
 # frozen_string_literal: true
 
 # Driven by tests/external/test_rails_pgvector.py, inside the Rails app (tests/rails_app, rooted at deploy/rails)
-# on a real PostgreSQL with pgvector (DATABASE_URL). One command per run, its input as JSON on stdin, its
-# answer as one JSON line on stdout (progress lines before it):
+# on a real PostgreSQL with pgvector (DATABASE_URL). One command per run, its input as JSON in the second
+# argument, its answer as one JSON line on stdout (progress lines before it):
 #   setup     the team's articles table as it was, then deploy/rails's migration
 #   create    Article.create! for each title (after_commit enqueues each embed with an ActiveJob reply)
 #   search    Article.semantic_search for each query, on the HNSW index and exactly: ids and distances, nearest first
-#   backfill  Article.backfill_embeddings, printing its progress after each batch
+#   backfill  Article.backfill_embeddings, printing its progress after each batch; with "pause": true it
+#             prints {"probed": true} once it knows the serving model and reads a line from stdin before going on
+#             (the test freezes the worker meanwhile, so the queue fills)
+require "delegate"
 require "json"
 require_relative "../rails_app/config/environment"
 
@@ -47,20 +50,33 @@ def search(queries, limit)
     "exact" => queries.map { |query| ranked.call("enable_indexscan", query) }, "plan" => plan }
 end
 
-def backfill(batch_size)
-  report = Article.backfill_embeddings(batch_size: batch_size, logger: Logger.new($stderr)) do |progress|
+# The client, paused after its first call (the backfill's probe of the serving model) until stdin says go.
+class PausedAfterProbe < SimpleDelegator
+  def embed(*args, **options)
+    super.tap do
+      puts JSON.generate({ "probed" => true })
+      $stdout.flush
+      $stdin.gets
+    end
+  end
+end
+
+def backfill(batch_size, pause)
+  client = pause ? PausedAfterProbe.new(INFERENCE) : INFERENCE
+  report = Article.backfill_embeddings(batch_size: batch_size, logger: Logger.new($stdout), client: client) do |progress|
     puts JSON.generate({ "progress" => progress.to_h })
     $stdout.flush
   end
   report.to_h
 end
 
-input = JSON.parse($stdin.read.then { |text| text.empty? ? "{}" : text })
+$stdout.sync = true
+input = JSON.parse(ARGV.fetch(1, "{}"))
 answer = case ARGV.fetch(0)
          when "setup" then setup
          when "create" then create(input.fetch("titles"))
          when "search" then search(input.fetch("queries"), input.fetch("limit", 5))
-         when "backfill" then backfill(input.fetch("batch_size", 32))
+         when "backfill" then backfill(input.fetch("batch_size", 32), input.fetch("pause", false))
          else raise ArgumentError, "unknown command #{ARGV[0].inspect}"
          end
 puts JSON.generate(answer)

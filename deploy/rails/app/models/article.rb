@@ -34,8 +34,8 @@ class Article < ApplicationRecord
 
   # Every article that has no vector, or one a model other than the serving one made (a rake task:
   # lib/tasks/embeddings.rake). Safe to stop and run again.
-  def self.backfill_embeddings(batch_size: 32, logger: Rails.logger, &progress)
-    InferenceTasks::Backfill.new(client: INFERENCE, rows: embedding_rows, text: :title, reply_job: EmbeddingReadyJob,
+  def self.backfill_embeddings(batch_size: 32, logger: Rails.logger, client: INFERENCE, &progress)
+    InferenceTasks::Backfill.new(client: client, rows: embedding_rows, text: :title, reply_job: EmbeddingReadyJob,
                                  model: EMBEDDING_MODEL, dimensions: EMBEDDING_DIMENSIONS, batch_size: batch_size,
                                  logger: logger).run(&progress)
   end

@@ -82,22 +82,26 @@ module InferenceTasks
       return if texts.empty?
 
       ids = texts.map(&:first)
-      @rows.request(ids) { |task_id| push(texts.map { |_, text| text.to_s }, ids, task_id, report) }
+      push(texts.map { |_, text| text.to_s }, ids, report)
       report.enqueued += ids.size
       report.batches += 1
     end
 
-    def push(texts, ids, task_id, report)
+    # The mark and the push in one short transaction (VectorRows#request); a full queue rolls the marks back
+    # and the batch is tried again after a wait outside it, so no row lock is held while the queue drains.
+    def push(texts, ids, report)
       waited = 0.0
       delay = 0.05
       begin
-        @client.enqueue_embed(texts, model: @model, task_id: task_id,
-                                     reply_to: { active_job: { class: @reply_job, context: { "ids" => ids } } })
+        @rows.request(ids) do |task_id|
+          @client.enqueue_embed(texts, model: @model, task_id: task_id,
+                                       reply_to: { active_job: { class: @reply_job, context: { "ids" => ids } } })
+        end
       rescue QueueFull => e
         raise if waited >= @max_wait
 
         report.waits += 1
-        log("backfill: #{e.message}; waiting #{delay} s", :debug)
+        log("backfill: #{e.message}; pushing again in #{delay} s", :debug)
         sleep(delay)
         waited += delay
         delay = [delay * 2, 1.0].min
