@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -362,10 +363,11 @@ class Fit:
         return self.target
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def cross_encoder_fit(tmp_path_factory) -> Iterator[Fit]:
-    """Started first, so the catalogue's first pool starts while it fits. Its directory exists from
-    the start: the catalogue names it, and a catalogue source must be a directory."""
+    """Started with the module's first test, so that it fits while the others run (its one test is the
+    module's last). Its directory exists from the start: the catalogue names it, and a catalogue source
+    must be a directory."""
     root = tmp_path_factory.mktemp("models")
     target, log = root / "ticket-cross-encoder", root / "fit.log"
     target.mkdir()
@@ -384,7 +386,7 @@ def cross_encoder_dir(cross_encoder_fit) -> Path:
 
 
 @pytest.fixture(scope="module")
-def catalogue_pools(start_worker, fresh_redis_url, tmp_path_factory, cross_encoder_fit):
+def catalogue(fresh_redis_url, tmp_path_factory, cross_encoder_fit) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("catalogue")
     models = root / "models.toml"
     models.write_text(
@@ -397,15 +399,23 @@ def catalogue_pools(start_worker, fresh_redis_url, tmp_path_factory, cross_encod
         'kind = "cross-encoder"\n'
     )
     url = fresh_redis_url()
-    common = {"redis_url": url, "concurrency": 1, "models_file": str(models)}
-    prompted = start_worker(model="prompted", **common)  # while the cross-encoder fits
-    cross_encoder_fit.done()
-    reranker = start_worker(model="reranker", **common)
-    return {"app": producer_app(url), "prompted": prompted, "reranker": reranker}
+    return {"app": producer_app(url), "settings": {"redis_url": url, "concurrency": 1, "models_file": str(models)}}
 
 
-def test_named_and_default_prompts_of_a_catalogue_model(catalogue_pools, local_model):
-    app = catalogue_pools["app"]
+@pytest.fixture(scope="module")
+def prompted_pool(start_worker, catalogue):
+    start_worker(model="prompted", **catalogue["settings"])
+    return catalogue["app"]
+
+
+@pytest.fixture(scope="module")
+def reranker_pool(start_worker, catalogue, cross_encoder_dir):
+    start_worker(model="reranker", **catalogue["settings"])
+    return catalogue["app"]
+
+
+def test_named_and_default_prompts_of_a_catalogue_model(prompted_pool, local_model):
+    app = prompted_pool
     texts = ["how do I reset my password"]
     default = producer.collect(producer.send(app, EMBED_TASK, args=[texts], model="prompted"), RESULT_TIMEOUT_S)
     np.testing.assert_allclose(default["embeddings"], local_model.encode(texts, prompt="passage: "), atol=1e-5)
@@ -424,38 +434,6 @@ def test_named_and_default_prompts_of_a_catalogue_model(catalogue_pools, local_m
     vectors = local_model.encode(["query: " + QUERY, *("passage: " + d for d in documents)])
     expected = vectors[1:] @ vectors[0]
     np.testing.assert_allclose([item["score"] for item in ranked["results"]], sorted(expected, reverse=True), atol=1e-5)
-
-
-def test_rerank_with_a_cross_encoder_scores_pairs_like_sentence_transformers(catalogue_pools, cross_encoder_dir):
-    from sentence_transformers import CrossEncoder
-
-    app = catalogue_pools["app"]
-    documents = candidates()
-    result = producer.collect(
-        producer.send(app, RERANK_TASK, args=[QUERY, documents], kwargs={"top_n": 5}, model="reranker"), 60
-    )
-    assert result["method"] == "cross-encoder" and result["alias"] == "reranker"
-    local = CrossEncoder(str(cross_encoder_dir), device="cpu", local_files_only=True)
-    expected = local.predict([(QUERY, document) for document in documents])
-    order = sorted(range(len(documents)), key=lambda i: -expected[i])[:5]
-    assert [item["index"] for item in result["results"]] == order
-    np.testing.assert_allclose([item["score"] for item in result["results"]], expected[order], atol=1e-5)
-    billing = {
-        i for i, text in enumerate(documents) if any(t["text"] == text and t["label"] == "billing" for t in TICKETS)
-    }
-    assert {item["index"] for item in result["results"][:3]} <= billing
-    pairs = local.tokenizer([QUERY] * len(documents), documents)["input_ids"]
-    assert result["usage"]["tokens"] == sum(len(ids) for ids in pairs)
-    queries = [t["text"] for t in TICKETS[30:38]]
-    burst = [producer.send(app, RERANK_TASK, args=[q, documents[:5]], model="reranker") for q in queries]
-    for query, sent in zip(queries, burst, strict=True):
-        got = {item["index"]: item["score"] for item in producer.collect(sent, RESULT_TIMEOUT_S)["results"]}
-        expected = local.predict([(query, document) for document in documents[:5]])
-        np.testing.assert_allclose([got[i] for i in range(5)], expected, atol=1e-5)
-    assert batched_tasks(app, "inference.reranker", children=1) > 0  # pairs of several queries in one pass
-    refused = producer.send(app, EMBED_TASK, args=[["a text"]], model="reranker")
-    with pytest.raises(Exception, match=re.escape("model 'reranker' is a cross-encoder; it serves inference.rerank")):
-        producer.collect(refused, RESULT_TIMEOUT_S)
 
 
 @pytest.mark.external
@@ -505,3 +483,35 @@ def test_the_python_example_indexes_searches_and_reranks(inference_worker):
     assert lines[0].endswith("tokens") and "int8 index" in lines[1]
     assert "reranked (bi-encoder" in lines[2]
     assert "charged twice" in lines[3]  # the refunds passage answers the query
+
+
+def test_rerank_with_a_cross_encoder_scores_pairs_like_sentence_transformers(reranker_pool, cross_encoder_dir):
+    from sentence_transformers import CrossEncoder
+
+    app = reranker_pool
+    documents = candidates()
+    result = producer.collect(
+        producer.send(app, RERANK_TASK, args=[QUERY, documents], kwargs={"top_n": 5}, model="reranker"), 60
+    )
+    assert result["method"] == "cross-encoder" and result["alias"] == "reranker"
+    local = CrossEncoder(str(cross_encoder_dir), device="cpu", local_files_only=True)
+    expected = local.predict([(QUERY, document) for document in documents])
+    order = sorted(range(len(documents)), key=lambda i: -expected[i])[:5]
+    assert [item["index"] for item in result["results"]] == order
+    np.testing.assert_allclose([item["score"] for item in result["results"]], expected[order], atol=1e-5)
+    billing = {
+        i for i, text in enumerate(documents) if any(t["text"] == text and t["label"] == "billing" for t in TICKETS)
+    }
+    assert {item["index"] for item in result["results"][:3]} <= billing
+    pairs = local.tokenizer([QUERY] * len(documents), documents)["input_ids"]
+    assert result["usage"]["tokens"] == sum(len(ids) for ids in pairs)
+    queries = [t["text"] for t in TICKETS[30:38]]
+    burst = [producer.send(app, RERANK_TASK, args=[q, documents[:5]], model="reranker") for q in queries]
+    for query, sent in zip(queries, burst, strict=True):
+        got = {item["index"]: item["score"] for item in producer.collect(sent, RESULT_TIMEOUT_S)["results"]}
+        expected = local.predict([(query, document) for document in documents[:5]])
+        np.testing.assert_allclose([got[i] for i in range(5)], expected, atol=1e-5)
+    assert batched_tasks(app, "inference.reranker", children=1) > 0  # pairs of several queries in one pass
+    refused = producer.send(app, EMBED_TASK, args=[["a text"]], model="reranker")
+    with pytest.raises(Exception, match=re.escape("model 'reranker' is a cross-encoder; it serves inference.rerank")):
+        producer.collect(refused, RESULT_TIMEOUT_S)
