@@ -10,4 +10,7 @@ VENV=${VENV:-.venv}
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 "$VENV/bin/mypy"
-exec "$VENV/bin/python" -m pytest "$@"
+# Two pytest processes, one module at a time each, the longest modules first (tests/support/schedule.py):
+# half of a lone process's time is tests waiting on workers, leases and timers, which the other fills
+# (docs/testing.md, "Speed"). INFERENCE_TEST_PROCESSES=0 runs everything in one process.
+exec "$VENV/bin/python" -m pytest -n "${INFERENCE_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder "$@"

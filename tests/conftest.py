@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from inference_tasks.routing import INFERENCE_QUEUE, TRAINING_QUEUE
-from tests.support import celery_nodes, localstack, tiers, worker_scopes
+from tests.support import celery_nodes, localstack, schedule, tiers, worker_scopes
 from tests.support.local import start_redis
 from tests.support.localstack import (
     REDIS_DATABASES,
@@ -45,8 +45,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Each test gets its tier's marker (`unit`, `redis` or `worker`), `external` when it runs a program
     outside Python and Redis, and `slow` for either of those (docs/testing.md, "Groups"); a test whose
     tier is above its folder's stops the run. Tests marked `long` run only with INFERENCE_LONG_TESTS=1
-    (docs/testing.md, "Long tests"): they keep the default suite, which CI runs, inside its 20 minutes
-    on two cores."""
+    (docs/testing.md, "Long tests"): they keep the default suite, which CI runs, inside its 12 minutes
+    on two cores. On two pytest processes the longest modules go first (tests/support/schedule.py)."""
     if wrong := [reason for item in items if (reason := tiers.misplaced(item))]:
         raise pytest.UsageError("tests in the wrong folder:\n" + "\n".join(wrong))
     for item in items:
@@ -57,6 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(tiers.EXTERNAL)
         if external or tier == "worker":
             item.add_marker(tiers.SLOW)
+    if schedule.running_in_parallel():
+        items[:] = schedule.longest_first(items)
     if long_tests_wanted():
         return
     skip = pytest.mark.skip(reason="a long test: set INFERENCE_LONG_TESTS=1 to run it")
