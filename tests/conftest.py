@@ -41,6 +41,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.process.wait(timeout=10)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """OpenMP threads that find no work sleep instead of spinning, in this process and every process it
+    starts (localstack.clean_env passes it on), before any test module loads torch: the suite runs two
+    pytest processes on two cores, and a distillation beside another process took 80 s of CPU
+    spinning and 40 s passive (docs/testing.md, "Speed"). A policy set in the shell is kept."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test gets its tier's marker (`unit`, `redis` or `worker`), `external` when it runs a program
     outside Python and Redis, and `slow` for either of those (docs/testing.md, "Groups"); a test whose

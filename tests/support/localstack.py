@@ -34,6 +34,10 @@ SUCCEEDED = re.compile(r"Task [\w.]+\[([0-9a-f-]+)\] succeeded")
 INCLUDED_TASK_NAMES = "tests.*"
 # Settings that would leak from the caller's shell into started processes.
 _LEAKY_ENV_PREFIXES = ("INFERENCE_", "REDIS_URL", "CELERY_", "OMP_", "MKL_", "OPENBLAS_NUM", "RAYON_")
+# Passed on all the same: how an idle OpenMP thread waits changes no result and no thread count. The
+# suite sets it to PASSIVE (tests/conftest.py), so that its two pytest processes' exports, fits and
+# distillations do not spin on the cores the other one needs (docs/testing.md, "Speed").
+_PASSED_THROUGH = ("OMP_WAIT_POLICY",)
 # The runtime every started process serves unless a test or benchmark names another (backend=...): torch,
 # whose vectors the suite compares with sentence-transformers' own to 1e-5. The default (auto) has its
 # own tests (tests/worker/test_auto_runtime.py); backend=None starts a process with no runtime setting.
@@ -52,7 +56,7 @@ def free_port() -> int:
 
 def clean_env(base: Mapping[str, str], **overrides: str) -> dict[str, str]:
     """`base` (the caller's environment) without project or thread settings, plus `overrides`."""
-    env = {k: v for k, v in base.items() if not k.startswith(_LEAKY_ENV_PREFIXES)}
+    env = {k: v for k, v in base.items() if k in _PASSED_THROUGH or not k.startswith(_LEAKY_ENV_PREFIXES)}
     env["INFERENCE_BACKEND"] = STARTED_BACKEND
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["PYTHONUNBUFFERED"] = "1"

@@ -1,5 +1,6 @@
 """What the suite's two pytest processes rely on: the longest-first hint (tests/support/schedule.py) names
-modules that exist and reorders whole modules, never a module's own tests."""
+modules that exist and reorders whole modules, never a module's own tests; the passive OpenMP wait policy
+reaches the processes the suite starts, where thread settings do not."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import cast
 
 import pytest
 
-from tests.support.localstack import REPO_ROOT
+from tests.support.localstack import REPO_ROOT, clean_env
 from tests.support.schedule import LONGEST_FIRST, longest_first
 
 
@@ -24,3 +25,9 @@ def test_listed_modules_go_first_in_the_lists_order_and_each_keeps_its_tests_ord
     assert [item.nodeid for item in longest_first(items)] == [
         f"{first}::y", f"{second}::x", f"{second}::z", "tests/unit/test_a.py::one", "tests/unit/test_a.py::two",
     ]  # fmt: skip
+
+
+def test_started_processes_get_the_wait_policy_but_no_thread_settings() -> None:
+    env = clean_env({"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "7", "MKL_NUM_THREADS": "7", "PATH": "/bin"})
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["PATH"] == "/bin"
+    assert "OMP_NUM_THREADS" not in env and "MKL_NUM_THREADS" not in env
