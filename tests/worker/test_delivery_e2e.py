@@ -145,6 +145,9 @@ def test_revoke_terminate_of_a_batched_task_ends_its_batch_and_the_others_run_ag
     wait_until(lambda: started(first), RESULT_TIMEOUT_S, "the first task to run alone")
     markers = [key("attempts") for _ in range(3)]
     batch = [app.send_task("tests.coalesced_wait", args=[[f"t{i}"], m, gate]) for i, m in enumerate(markers)]
+    # Held by the worker before the child frees, or a loaded host's child takes a batch of fewer.
+    held = lambda: all(f"Task tests.coalesced_wait[{r.id}] received" in batching_worker.log() for r in batch)  # noqa: E731
+    wait_until(held, RESULT_TIMEOUT_S, "the worker to hold the three tasks")
     redis.rpush(gate, "open")  # frees the first task only (one BLPOP takes it)
     assert first.get(timeout=RESULT_TIMEOUT_S)["attempt"] == 1
     # A batch's STARTED states are all written as it begins; its first task's own record of its
