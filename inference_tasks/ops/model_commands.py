@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -108,22 +109,50 @@ def export_openvino_only(settings: Any, precision: str, force: bool) -> None:
     "--name", default=None, help="The static model's name, in results and its directory (default ALIAS-static-DIMS)."
 )
 @click.option("--force", is_flag=True, help="Distil again even if the same distillation exists.")
-def distil_model_command(alias: str, pca_dims: int | None, name: str | None, force: bool) -> None:
+@click.option(
+    "--space", type=click.Choice(["static", "teacher"]), default="static", show_default=True,
+    help="teacher: map the static vectors into ALIAS's own space (its width; comparable with its vectors).",
+)  # fmt: skip
+@click.option(
+    "--fit-texts", type=click.Path(path_type=Path), default=None,
+    help="With --space teacher: a file of texts to fit the map on, one per line (a sample of your documents).",
+)  # fmt: skip
+def distil_model_command(
+    alias: str, pca_dims: int | None, name: str | None, force: bool, space: str, fit_texts: Path | None
+) -> None:
     """Distil a static model (model2vec) from catalogue model ALIAS, offline, into INFERENCE_MODEL_CACHE;
     the last line printed is its directory, the `source` of a catalogue entry of kind "static"."""
     from inference_tasks.config.catalogue import distillation_problem
+    from inference_tasks.worker.runtimes.model2vec.bridge import FitTextsError
     from inference_tasks.worker.runtimes.model2vec.distillation import distil
+    from inference_tasks.worker.runtimes.model2vec.teacher_space import distil_in_teacher_space
 
     settings, _ = served_model(alias)
     teacher = settings.served_model
     if problem := distillation_problem(teacher):
         raise click.ClickException(problem)
+    if fit_texts is not None and space != "teacher":
+        raise click.ClickException("--fit-texts fits the map of --space teacher; add --space teacher or drop it")
     try:
         import skeletoken  # noqa: F401 - model2vec's distillation needs it
     except ImportError as error:
         raise click.ClickException(
             f"distil-model needs the static extra ({error}): pip install 'inference-tasks[static]'"
         ) from None
-    done = distil(settings, teacher, pca_dims, name, force)
+    try:
+        if space == "teacher":
+            done = distil_in_teacher_space(settings, teacher, pca_dims, name, force, fit_texts)
+        else:
+            done = distil(settings, teacher, pca_dims, name, force)
+    except FitTextsError as error:
+        raise click.ClickException(str(error)) from None
     click.echo(f"static: {f'distilled in {done.seconds:.1f} s' if done.created else 'already distilled'}", err=True)
+    if space == "teacher":
+        from inference_tasks.worker.runtimes.model2vec.manifest import read_manifest
+
+        bridge = (read_manifest(done.path) or {}).get("bridge", {})
+        click.echo(
+            f"static: in {teacher.source}'s space, fitted on {bridge.get('texts')} texts ({bridge.get('from')}); "
+            f"held-out cosine to the teacher {bridge.get('held_out_cosine')}", err=True,
+        )  # fmt: skip
     click.echo(str(done.path))

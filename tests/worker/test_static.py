@@ -107,6 +107,7 @@ def test_a_static_worker_serves_model2vecs_unit_vectors_and_imports_no_torch(sta
     assert decoded.shape == (4, 64) and np.allclose(np.linalg.norm(decoded, axis=1), 1.0, atol=1e-5)
     info = app.send_task(WORKER_INFO_TASK, queue="inference.static").get(timeout=RESULT_TIMEOUT_S)
     assert info["backend"] == "model2vec" and info["model"] == "minilm-static-128" and info["dim"] == 128
+    assert info["vector_space"] == "minilm-static-128"  # its own: comparable with no other model's
     assert info["loaded_runtimes"] == ["model2vec"]  # no torch, no transformers in the child
     assert info["model_error"] is None
 
@@ -153,3 +154,49 @@ def test_a_static_entry_that_cannot_be_served_stops_the_worker_naming_distil_mod
     if problem == "other-model2vec":
         assert "distilled by model2vec 0.1.0" in log
     assert os.path.isdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def bridged_dir(static_dir, tmp_path_factory) -> Path:
+    """The module's static model mapped into the teacher's space, the map fitted on the even tickets (a
+    sample of the documents searched below, as an operator fits it on a sample of what they index)."""
+    sample = tmp_path_factory.mktemp("fit") / "documents.txt"
+    sample.write_text("\n".join(TICKETS[::2]) + "\n")
+    done = distil_model(static_dir.parent.parent, "minilm", "--pca-dims", "128", "--space", "teacher",
+                        "--fit-texts", str(sample))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "in all-MiniLM-L6-v2's space, fitted on 150 texts (documents.txt)" in done.stderr
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_static_model_in_the_teachers_space_finds_the_teachers_answers(
+    bridged_dir, static_dir, start_worker, inference_worker, tmp_path
+):  # fmt: skip
+    """`distil-model minilm --space teacher`: the static model's table multiplied by a map fitted on sample
+    texts, over the static distillation already in the cache; a static worker serves 384-wide unit vectors that the
+    teacher's query vectors search (two-stage retrieval's first stage) and says whose space they are in."""
+    manifest = json.loads((bridged_dir / MANIFEST_FILE).read_text())
+    assert manifest["name"] == "minilm-static-128-teacher" and manifest["space"] == "teacher"
+    assert manifest["dims"] == 384 and manifest["pca_dims"] == 128 and manifest["bridged_from"] == str(static_dir)
+    assert manifest["bridge"]["texts"] == 150 and manifest["bridge"]["held_out_cosine"] >= 0.8, manifest["bridge"]
+    models = tmp_path / "models.toml"
+    models.write_text(f'[models.bridged]\nsource = "{bridged_dir}"\nkind = "static"\n')
+    worker = start_worker(model="bridged", redis_url=inference_worker.redis_url, concurrency=1,
+                          models_file=str(models))  # fmt: skip
+    documents = TICKETS[1::2]  # none of them fitted the map
+    served = producer.collect(
+        producer.send(worker.app, EMBED_TASK, args=[documents], model="bridged"), RESULT_TIMEOUT_S
+    )
+    bridged = np.array(served["embeddings"], dtype=np.float32)
+    assert served["dim"] == 384 and served["model"] == "minilm-static-128-teacher"
+    np.testing.assert_allclose(np.linalg.norm(bridged, axis=1), 1.0, atol=1e-5)
+    teacher = np.array(
+        inference_worker.app.send_task(EMBED_TASK, args=[documents]).get(timeout=RESULT_TIMEOUT_S)["embeddings"]
+    )
+    cosine = (bridged * teacher).sum(axis=1)
+    # Each document's teacher vector finds its own static vector first among the 150 (what a query needs).
+    found = np.mean((teacher @ bridged.T).argmax(axis=1) == np.arange(len(documents)))
+    print(f"\n[bridged] cosine to the teacher: mean {cosine.mean():.3f} min {cosine.min():.3f}; own first {found:.3f}")
+    assert cosine.mean() >= 0.8 and found >= 0.9
+    info = worker.app.send_task(WORKER_INFO_TASK, queue="inference.bridged").get(timeout=RESULT_TIMEOUT_S)
+    assert info["vector_space"] == "all-MiniLM-L6-v2" and info["loaded_runtimes"] == ["model2vec"]

@@ -48,6 +48,8 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "mps_active": gpu.mps_active(),
         # A vector width where the model makes vectors (a sparse encoder: its vocabulary; a pair scorer: 0).
         "dim": getattr(model, "dim", 0) if model else None,
+        # Vectors of two models with the same space compare (a static model bridged into its teacher's).
+        "vector_space": getattr(model, "vector_space", model.name) if model else None,
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,
         "warmup_seconds": holder.warmup_seconds,

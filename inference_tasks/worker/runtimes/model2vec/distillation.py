@@ -17,7 +17,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from inference_tasks.worker.runtimes.model2vec.manifest import (
     MANIFEST_FILE,
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 # PCA dimensions when none are asked for: model2vec's own default, and the size its figures are for.
 DEFAULT_PCA_DIMS = 256
+# Where a static model's vectors live: its own space, or its teacher's (bridge.py, `--space teacher`).
+STATIC_SPACE = "static"
+TEACHER_SPACE = "teacher"
+SPACES = (STATIC_SPACE, TEACHER_SPACE)
 
 
 @dataclass(frozen=True)
@@ -57,40 +61,51 @@ def distil(
     dims = pca_dims or DEFAULT_PCA_DIMS
     name = name or f"{teacher.alias}-static-{dims}"
     target = static_model_path(settings, name)
-    identity = {"alias": teacher.alias, "source": teacher.source, "fingerprint": source_fingerprint(files)}
+    identity = teacher_identity(teacher)
     existing = read_manifest(target)
-    if existing is not None and not force and _same_distillation(existing, identity, dims):
+    if existing is not None and not force and same_distillation(existing, identity, dims):
         return Distillation(target, False, 0.0)
     set_offline_env(os.environ)  # the teacher and its tokenizer are local; nothing is downloaded
     started = time.perf_counter()
     from model2vec.distill import distill as model2vec_distill
 
+    model = model2vec_distill(model_name=str(files), pca_dims=dims)
+    manifest = {
+        "name": name,
+        "teacher": identity,
+        "model2vec": model2vec_version(),
+        "dims": int(model.dim),
+        "pca_dims": dims,
+        "vocabulary": len(model.tokens),
+        "space": STATIC_SPACE,
+    }
+    write_model(target, model, manifest, started)
+    return Distillation(target, True, time.perf_counter() - started)
+
+
+def teacher_identity(teacher: ModelEntry) -> dict[str, str]:
+    files = resolve_model_path(teacher.source)
+    return {"alias": teacher.alias, "source": teacher.source, "fingerprint": source_fingerprint(files)}
+
+
+def write_model(target: Path, model: Any, manifest: dict[str, Any], started: float) -> None:
+    """`model` saved beside `target` and renamed into it, manifest last (a crash leaves no servable half)."""
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        model = model2vec_distill(model_name=str(files), pca_dims=dims)
         model.save_pretrained(staging)
-        manifest = {
-            "name": name,
-            "teacher": identity,
-            "model2vec": model2vec_version(),
-            "dims": int(model.dim),
-            "pca_dims": dims,
-            "vocabulary": len(model.tokens),
-            "distilled_at": time.time(),
-            "seconds": round(time.perf_counter() - started, 2),
-        }
+        manifest = manifest | {"distilled_at": time.time(), "seconds": round(time.perf_counter() - started, 2)}
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return Distillation(target, True, time.perf_counter() - started)
 
 
-def _same_distillation(manifest: dict[str, object], identity: dict[str, str], dims: int) -> bool:
+def same_distillation(manifest: dict[str, Any], identity: dict[str, str], dims: int) -> bool:
     return (
         manifest.get("teacher") == identity and manifest.get("pca_dims") == dims
+        and manifest.get("space", STATIC_SPACE) == STATIC_SPACE
         and same_series(str(manifest.get("model2vec", "")), model2vec_version())
     )  # fmt: skip

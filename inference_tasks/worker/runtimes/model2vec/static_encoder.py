@@ -37,6 +37,9 @@ class StaticEncoder:
         self._model = StaticModel.from_pretrained(path)
         # The name results carry: the one distil-model gave it, else the source as configured.
         self.name: str = manifest.get("name") or source
+        # Whose vectors these are comparable with: its own, or its teacher's (distil-model --space teacher).
+        bridged = manifest.get("space") == "teacher"
+        self.vector_space: str = manifest["teacher"]["source"] if bridged else self.name
         self.device = device
         self.dim = int(self._model.dim)
         self.precision: str | None = PRECISIONS.get(self._model.embedding_dtype, self._model.embedding_dtype)
