@@ -14,6 +14,7 @@ from inference_tasks.config.defaults import (
     BACKENDS,
     CELERY_BUILTIN_PREFIX,
     ENV_PREFIX,
+    MAX_MEASURE_ROUNDS,
     MAX_MICROBATCH_WAIT_MS,
     OPENVINO_PRECISIONS,
     PROFILES,
@@ -154,6 +155,11 @@ FIELD_RULES: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...]
         lambda value: f"must be from 0 to {MAX_MICROBATCH_WAIT_MS:.0f} (milliseconds), got {value}",
     ),
     ("max_redeliveries", lambda value: value >= 0, lambda _: "must be 0 or more"),
+    (
+        "measure_rounds",
+        lambda value: 1 <= value <= MAX_MEASURE_ROUNDS,
+        lambda value: f"must be from 1 to {MAX_MEASURE_ROUNDS}, got {value}",
+    ),
 )
 
 

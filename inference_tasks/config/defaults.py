@@ -159,3 +159,8 @@ TORCH_ENGINES = ("auto", "sentence-transformers")
 PROFILES = ("auto", "inference", "trainer")
 TLS_CERT_REQS = ("required", "optional", "none")
 CELERY_BUILTIN_PREFIX = "celery."
+
+# Rounds export-model times each candidate in (alternated, so a drift of the host hits all alike); the
+# auto runtime's race and OpenVINO's precision choice. Bounds: MAX_MEASURE_ROUNDS.
+DEFAULT_MEASURE_ROUNDS = 4
+MAX_MEASURE_ROUNDS = 50

@@ -53,6 +53,8 @@ class Settings:
     backend: str = defaults.DEFAULT_BACKEND
     openvino_precision: str = "auto"
     torch_engine: str = "auto"
+    # Timing rounds of export-model's measurements (the auto runtime's race, OpenVINO's precisions).
+    measure_rounds: int = defaults.DEFAULT_MEASURE_ROUNDS
     # Where `export-model` writes (and workers read) exported models; unset: the user's cache
     # directory ($XDG_CACHE_HOME, which from_env reads, or ~/.cache)/inference_tasks.
     model_cache: str | None = None

@@ -119,6 +119,8 @@ def test_empty_variables_keep_defaults():
         ({"INFERENCE_MAX_TASKS_PER_CHILD_JITTER": "1"}, "INFERENCE_MAX_TASKS_PER_CHILD_JITTER must be from 0"),
         ({"INFERENCE_MICROBATCH_MAX_TEXTS": "-1"}, "INFERENCE_MICROBATCH_MAX_TEXTS must be 0 (off) or more"),
         ({"INFERENCE_MICROBATCH_WAIT_MS": "5000"}, "INFERENCE_MICROBATCH_WAIT_MS must be from 0 to 1000"),
+        ({"INFERENCE_MEASURE_ROUNDS": "0"}, "INFERENCE_MEASURE_ROUNDS must be from 1 to 50, got 0"),
+        ({"INFERENCE_MEASURE_ROUNDS": "many"}, "INFERENCE_MEASURE_ROUNDS"),
     ],
 )
 def test_bad_values_are_refused_naming_the_variable(environ, message):

@@ -90,7 +90,7 @@ def measured_record(settings: Settings, source: Any, cpu: dict[str, Any], left_o
 
     torch.set_num_threads(1)
     encoders = candidate_encoders(settings.served_model.source, source, settings.model_cache_dir, cpu)
-    return described(settings, cpu, measure(source, encoders), left_out)
+    return described(settings, cpu, measure(source, encoders, settings.measure_rounds), left_out)
 
 
 def described(

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference_tasks.config.defaults import DEFAULT_MEASURE_ROUNDS
 from inference_tasks.worker.runtimes.accuracy_gate import GATE_MIN_COSINE, min_cosines
 from inference_tasks.worker.runtimes.auto.choice_record import SIZES, candidate_name
 from inference_tasks.worker.runtimes.held_out import held_out_texts, sentences
 
-ROUNDS = 4
 # Held-out texts the gate also reads one at a time: a lone text may take another path (static shapes).
 ONE_BY_ONE = 48
 # Single sentences timed per round (each its own call); larger sizes fill about the same texts.
@@ -96,7 +96,7 @@ def timings(encoders: dict[str, Any], rounds: int) -> dict[str, dict[int, list[f
     return seconds
 
 
-def measure(source: Path, encoders: dict[str, Any], rounds: int = ROUNDS) -> dict[str, Any]:
+def measure(source: Path, encoders: dict[str, Any], rounds: int = DEFAULT_MEASURE_ROUNDS) -> dict[str, Any]:
     """Each candidate's gate and figures at every size, and the winner at each size."""
     for encoder in encoders.values():  # warm: first calls allocate
         encoder.encode(sentences(SIZES[-1], seed=3), normalize=True)

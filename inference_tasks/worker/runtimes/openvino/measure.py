@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inference_tasks.config.defaults import DEFAULT_MEASURE_ROUNDS
 from inference_tasks.worker.runtimes.accuracy_gate import GATE_MIN_COSINE, min_cosines
 from inference_tasks.worker.runtimes.held_out import held_out_texts, sentences
 from inference_tasks.worker.runtimes.openvino.precision_choice import has_bf16, host_cpu, write_record
@@ -25,14 +26,15 @@ if TYPE_CHECKING:
 
 BATCH_TEXTS = 64
 SINGLES_PER_ROUND = 16
-ROUNDS = 4
 
 
 def candidates_for(cpu: dict[str, Any]) -> list[str]:
     return ["f32", *(["bf16"] if has_bf16(cpu) else []), "int8"]
 
 
-def measure_and_record(model: str, source: Path, base: Path, int8: Path, rounds: int = ROUNDS) -> dict[str, Any]:
+def measure_and_record(
+    model: str, source: Path, base: Path, int8: Path, rounds: int = DEFAULT_MEASURE_ROUNDS
+) -> dict[str, Any]:
     """Measure every candidate on this host, write the record beside `base`, and return it."""
     from inference_tasks.worker.runtimes.openvino.openvino_encoder import OpenVinoEncoder
 
@@ -97,7 +99,7 @@ def measure_and_report(settings: Settings, base: Path, int8: Path, force: bool) 
     record = read_record(base)
     if record is None or force:
         model = settings.served_model.source
-        record = measure_and_record(model, resolve_model_path(model), base, int8)
+        record = measure_and_record(model, resolve_model_path(model), base, int8, settings.measure_rounds)
     else:
         click.echo(f"precision: already measured on {record['cpu']['model']} at {record['measured_at']} (--force)")
     for name, row in record["candidates"].items():
