@@ -71,6 +71,15 @@ def wait_for_gate(self, gate_key: str, timeout: float = 60.0) -> dict:
     return {"pid": os.getpid(), "opened": opened is not None}
 
 
+@shared_task(name="tests.hold_until_gate", bind=True)
+def hold_until_gate(self, marker_key: str, gate_key: str, timeout: float = 120.0) -> dict:
+    """Record this attempt, then keep the process busy until the test pushes onto `gate_key` (BLPOP)."""
+    attempt = _attempt(self.app, marker_key)
+    client = redis.Redis.from_url(self.app.settings.redis_url, socket_timeout=timeout + 5)
+    opened = client.blpop([gate_key], timeout=timeout)
+    return {"pid": os.getpid(), "attempt": attempt, "opened": opened is not None}
+
+
 @shared_task(name="tests.record", bind=True)
 def record(self, order_key: str, label: str) -> str:
     """Append `label` to the list `order_key`: the order tasks ran in."""

@@ -18,7 +18,6 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.worker
 RESULT_TIMEOUT_S = 120
 PROBES = "tests.support.worker_probes"
-JOB_S = 16.0
 
 
 def key(kind: str) -> str:
@@ -167,17 +166,17 @@ def test_revoke_terminate_of_a_batched_task_ends_its_batch_and_the_others_run_ag
 
 
 def test_the_solo_trainer_renews_its_lease_while_a_job_outlasts_the_visibility_timeout(start_worker):
-    """A solo-pool trainer runs a 16 s job (its main thread busy the whole time) with a 3 s visibility
-    timeout; a second trainer, started once the job runs, sweeps for expired leases every second: the
-    lease-renewal thread keeps the message, so it is never handed out twice."""
+    """A solo-pool trainer runs a job that holds its main thread until the test opens a gate, with a 3 s
+    visibility timeout; a second trainer, started once the job runs, sweeps for expired leases every
+    second: for a visibility timeout and two sweeps after it is ready, the lease-renewal thread keeps the
+    message, so it is never handed out twice."""
     solo = start_worker(
         queues=TRAINING_QUEUE, pool="solo", include=PROBES, visibility_timeout_s=3, lease_renew_interval_s=1
     )
-    marker = key("attempts")
-    job = solo.app.send_task("tests.hold", args=[marker, JOB_S], queue=TRAINING_QUEUE)
+    marker, gate = key("attempts"), key("gate")
+    job = solo.app.send_task("tests.hold_until_gate", args=[marker, gate], queue=TRAINING_QUEUE)
     redis = redis_client(solo.redis_url)
     wait_until(lambda: redis.llen(marker), RESULT_TIMEOUT_S, "the job to start on the solo trainer")
-    job_started = time.monotonic()
     sweeper = start_worker(
         queues=TRAINING_QUEUE,
         concurrency=1,
@@ -187,10 +186,15 @@ def test_the_solo_trainer_renews_its_lease_while_a_job_outlasts_the_visibility_t
         lease_renew_interval_s=1,
         redis_url=solo.redis_url,
     )
-    # The sweeper must have had at least a visibility timeout plus a sweep to steal an unrenewed message.
-    assert time.monotonic() - job_started + 3 + 1 < JOB_S, "the sweeper started too late to prove anything"
+    # An absence is proven over time: however long the sweeper took to start, it now has a visibility
+    # timeout plus two sweeps in which an unrenewed message would be handed to it.
+    proven_at = time.monotonic() + 3 + 2
+    while time.monotonic() < proven_at:
+        assert redis.llen(marker) == 1, "the job was handed out a second time"
+        time.sleep(0.2)
+    redis.rpush(gate, "open")
     outcome = job.get(timeout=RESULT_TIMEOUT_S)
-    assert outcome["attempt"] == 1
+    assert outcome["attempt"] == 1 and outcome["opened"]
     assert redis.llen(marker) == 1
     ran = lambda: solo.successes()[job.id] + sweeper.successes()[job.id]  # noqa: E731
     wait_until(ran, 30, "the job's success log line")
