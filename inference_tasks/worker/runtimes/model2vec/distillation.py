@@ -70,17 +70,21 @@ def distil(
     from model2vec.distill import distill as model2vec_distill
 
     model = model2vec_distill(model_name=str(files), pca_dims=dims)
-    manifest = {
+    write_model(target, model, manifest_of(name, identity, model, dims, STATIC_SPACE), started)
+    return Distillation(target, True, time.perf_counter() - started)
+
+
+def manifest_of(name: str, identity: dict[str, str], model: Any, pca_dims: int, space: str) -> dict[str, Any]:
+    """What every static model's manifest holds (distilled_at and seconds are added as it is written)."""
+    return {
         "name": name,
         "teacher": identity,
         "model2vec": model2vec_version(),
         "dims": int(model.dim),
-        "pca_dims": dims,
+        "pca_dims": pca_dims,
         "vocabulary": len(model.tokens),
-        "space": STATIC_SPACE,
+        "space": space,
     }
-    write_model(target, model, manifest, started)
-    return Distillation(target, True, time.perf_counter() - started)
 
 
 def teacher_identity(teacher: ModelEntry) -> dict[str, str]:

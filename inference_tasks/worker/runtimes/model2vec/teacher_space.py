@@ -20,6 +20,7 @@ from inference_tasks.worker.runtimes.model2vec.distillation import (
     TEACHER_SPACE,
     Distillation,
     distil,
+    manifest_of,
     static_model_path,
     teacher_identity,
     write_model,
@@ -61,17 +62,8 @@ def distil_in_teacher_space(
     static = StaticEncoder(str(base.path), base.path, "cpu")
     bridge = fit_bridge(static, teacher_encoder, texts, origin)
     model = bridged_model(StaticModel.from_pretrained(base.path), bridge)
-    manifest = {
-        "name": name,
-        "teacher": identity,
-        "model2vec": model2vec_version(),
-        "dims": int(model.dim),
-        "pca_dims": dims,
-        "vocabulary": len(model.tokens),
-        "space": TEACHER_SPACE,
-        "bridge": bridge.record(),
-        "bridged_from": str(base.path),
-    }
+    manifest = manifest_of(name, identity, model, dims, TEACHER_SPACE)
+    manifest |= {"bridge": bridge.record(), "bridged_from": str(base.path)}
     write_model(target, model, manifest, started)
     return Distillation(target, True, time.perf_counter() - started)
 
