@@ -18,6 +18,8 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.worker
 RESULT_TIMEOUT_S = 120
 PROBES = "tests.support.worker_probes"
+# A queue only the solo trainer of the lease case consumes (no model's: any worker may be told to).
+SOLO_QUEUE = "solo-leases"
 
 
 def key(kind: str) -> str:
@@ -167,30 +169,26 @@ def test_revoke_terminate_of_a_batched_task_ends_its_batch_and_the_others_run_ag
 
 def test_the_solo_trainer_renews_its_lease_while_a_job_outlasts_the_visibility_timeout(start_worker):
     """A solo-pool trainer runs a job that holds its main thread until the test opens a gate, with a 3 s
-    visibility timeout; a second trainer, started once the job runs, sweeps for expired leases every
-    second: for a visibility timeout and two sweeps after it is ready, the lease-renewal thread keeps the
-    message, so it is never handed out twice."""
-    solo = start_worker(
-        queues=TRAINING_QUEUE, pool="solo", include=PROBES, visibility_timeout_s=3, lease_renew_interval_s=1
-    )
+    visibility timeout; a second trainer, on another queue, sweeps for expired leases every second (the
+    sweep covers every queue's unacked messages): for a visibility timeout and two sweeps the lease-renewal
+    thread keeps the message, so it never goes back to its queue nor runs twice."""
+    leases = {"visibility_timeout_s": 3, "lease_renew_interval_s": 1}
+    solo = start_worker(queues=SOLO_QUEUE, pool="solo", include=PROBES, wait_ready=False, **leases)
+    sweeper = start_worker(
+        queues=TRAINING_QUEUE, concurrency=1, profile="trainer", include=PROBES, redis_url=solo.redis_url,
+        wait_ready=False, **leases,
+    )  # fmt: skip
+    solo.wait_ready()
+    sweeper.wait_ready()
     marker, gate = key("attempts"), key("gate")
-    job = solo.app.send_task("tests.hold_until_gate", args=[marker, gate], queue=TRAINING_QUEUE)
+    job = solo.app.send_task("tests.hold_until_gate", args=[marker, gate], queue=SOLO_QUEUE)
     redis = redis_client(solo.redis_url)
     wait_until(lambda: redis.llen(marker), RESULT_TIMEOUT_S, "the job to start on the solo trainer")
-    sweeper = start_worker(
-        queues=TRAINING_QUEUE,
-        concurrency=1,
-        profile="trainer",
-        include=PROBES,
-        visibility_timeout_s=3,
-        lease_renew_interval_s=1,
-        redis_url=solo.redis_url,
-    )
-    # An absence is proven over time: however long the sweeper took to start, it now has a visibility
-    # timeout plus two sweeps in which an unrenewed message would be handed to it.
+    # An absence is proven over time: a visibility timeout plus two sweeps in which an unrenewed message
+    # would be put back on its queue (where the solo trainer, busy, leaves it).
     proven_at = time.monotonic() + 3 + 2
     while time.monotonic() < proven_at:
-        assert redis.llen(marker) == 1, "the job was handed out a second time"
+        assert redis.llen(SOLO_QUEUE) == 0 and redis.llen(marker) == 1, "the job went back to its queue"
         time.sleep(0.2)
     redis.rpush(gate, "open")
     outcome = job.get(timeout=RESULT_TIMEOUT_S)
