@@ -11,6 +11,7 @@ import uuid
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 
+from inference_tasks.redis_access.keys import UNACKED_INDEX_KEY
 from inference_tasks.routing import EMBED_TASK, TRAINING_QUEUE
 from tests.support.local import redis_client
 from tests.support.waiting import wait_until
@@ -184,12 +185,16 @@ def test_the_solo_trainer_renews_its_lease_while_a_job_outlasts_the_visibility_t
     job = solo.app.send_task("tests.hold_until_gate", args=[marker, gate], queue=SOLO_QUEUE)
     redis = redis_client(solo.redis_url)
     wait_until(lambda: redis.llen(marker), RESULT_TIMEOUT_S, "the job to start on the solo trainer")
-    # An absence is proven over time: a visibility timeout plus two sweeps in which an unrenewed message
-    # would be put back on its queue (where the solo trainer, busy, leaves it).
-    proven_at = time.monotonic() + 3 + 2
-    while time.monotonic() < proven_at:
+    # Proven once the lease was renewed past a visibility timeout plus two sweeps from now: by then an
+    # unrenewed message would have been put back on its queue (where the solo trainer, busy, leaves it).
+    proven_after = time.time() + 3 + 2
+
+    def renewed_past_the_window() -> bool:
         assert redis.llen(SOLO_QUEUE) == 0 and redis.llen(marker) == 1, "the job went back to its queue"
-        time.sleep(0.2)
+        leases = [score for _, score in redis.zrange(UNACKED_INDEX_KEY, 0, -1, withscores=True)]
+        return bool(leases) and min(leases) >= proven_after
+
+    wait_until(renewed_past_the_window, 30, "the job's lease to be renewed past the visibility window")
     redis.rpush(gate, "open")
     outcome = job.get(timeout=RESULT_TIMEOUT_S)
     assert outcome["attempt"] == 1 and outcome["opened"]
