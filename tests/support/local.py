@@ -7,8 +7,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
@@ -48,12 +49,11 @@ def running_flower(flower_args: list[str], redis_url: str, **env: str) -> Iterat
 @contextlib.contextmanager
 def answering_flower(command: list[str], port: int, cwd: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
     """A Flower started by `command` (listening on `port`), yielded once /healthcheck answers; stopped after."""
-    flower = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
+    with served_process(command, cwd, env) as (flower, output):
 
         def answers() -> bool:
             if flower.poll() is not None:
-                raise RuntimeError(f"flower exited: {flower.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                raise RuntimeError(f"flower exited: {output()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2):
                     return True
@@ -62,6 +62,29 @@ def answering_flower(command: list[str], port: int, cwd: Path, env: dict[str, st
 
         wait_until(answers, 60, "flower to answer /healthcheck")
         yield flower
-    finally:
-        flower.terminate()
-        flower.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def served_process(
+    command: list[str], cwd: Path, env: dict[str, str]
+) -> Iterator[tuple[subprocess.Popen, Callable[[], str]]]:
+    """A long-running program with its output in a file, yielded with a reader of that output; stopped
+    after (SIGTERM, then SIGKILL past 20 s). Its output goes to a file, not a pipe: an unread pipe fills
+    and blocks the program's next log line, and with it its SIGTERM handler (Flower on a loaded host)."""
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+        def output() -> str:
+            log.seek(0)
+            return log.read().decode(errors="replace")
+
+        try:
+            yield process, output
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+                raise AssertionError(f"{command[-3:]} ignored SIGTERM for 20 s: {output()[-2000:]}") from None

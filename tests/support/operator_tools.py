@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.local import clean_env
+from tests.support.local import clean_env, served_process
 from tests.support.localstack import REPO_ROOT, free_port
 from tests.support.waiting import wait_until
 
@@ -35,28 +35,19 @@ def exporter(
     extra_env: dict[str, str] | None = None,
 ):
     port = free_port()
-    process = subprocess.Popen(
-        [*command, "metrics", "--port", str(port)],
-        cwd=cwd,
-        env=clean_env(REDIS_URL=redis_url, **(extra_env or {})),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    command_line = [*command, "metrics", "--port", str(port)]
+    with served_process(command_line, cwd, clean_env(REDIS_URL=redis_url, **(extra_env or {}))) as (process, output):
 
         def answers() -> bool:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).close()
                 return True
             except OSError:
-                assert process.poll() is None, process.stdout.read().decode()
+                assert process.poll() is None, output()
                 return False
 
         wait_until(answers, 60, "the exporter to answer", poll_s=0.3)
         yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
