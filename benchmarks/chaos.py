@@ -376,6 +376,7 @@ def _redis_memory(
             "redelivery_counters": kept.redelivery_counters,
             "bytes_per_key": round(kept.bytes_per_key, 1),
             "dead_letter_bytes": None if final is None else final["dead_letter_bytes"],
+            "replication_buffer_bytes": None if final is None else final.get("replication_buffers"),
         },
         "net_final_minus_baseline_bytes": (
             None if baseline is None or final is None

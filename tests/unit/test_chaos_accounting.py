@@ -36,3 +36,17 @@ def test_a_reply_collected_before_its_push_was_confirmed_counts_for_its_task():
     ledger.replied("never-confirmed")
     assert ledger.entries["late"].replies == 1 and ledger.entries["on-time"].replies == 1
     assert ledger.early_replies == {"never-confirmed": 1}
+
+
+def test_memory_net_of_kept_state_leaves_out_a_new_primarys_replication_buffer_but_not_a_leak():
+    """After a failover the new primary's replication buffer fills with writes (up to 1 MB, by design):
+    it nets out; a megabyte that is no kept state (a leaked key, a queue left full) still shows."""
+    from benchmarks.harness.chaos.memory import net_bytes
+
+    before = {"used_memory": 4_000_000, "replication_buffers": 200_000, "dead_letter_bytes": 7_000, "keys": 100}
+    after_failover = before | {"used_memory": 5_300_000, "replication_buffers": 1_500_000}
+    leaked = after_failover | {"used_memory": 6_300_000}
+    assert net_bytes(after_failover, 160.0) == net_bytes(before, 160.0)
+    assert net_bytes(leaked, 160.0) - net_bytes(before, 160.0) == 1_000_000
+    unsampled = {key: value for key, value in before.items() if key != "replication_buffers"}  # older reports
+    assert net_bytes(unsampled, 160.0) == 4_000_000 - 7_000 - 16_000

@@ -157,6 +157,9 @@ class Collector:
             {
                 "at": time.time(),
                 "used_memory": int(memory["used_memory"]),
+                # The replication backlog and replicas' buffers (one shared buffer in Redis 7): kept by
+                # design, growing with writes up to repl-backlog-size (1 MB) after each failover.
+                "replication_buffers": int(memory.get("mem_total_replication_buffers", 0)),
                 # What Redis keeps by design, for memory net of it (chaos.py, "redis_memory").
                 "keys": int(keys),
                 "dead_letter_bytes": int(dead_letters or 0),

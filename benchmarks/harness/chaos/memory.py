@@ -1,15 +1,17 @@
 """Redis memory against its pre-fault baseline, raw and net of what Redis keeps by design.
 
-Two things grow with the load, faults or not, and stay until they expire: one durable claim key per
-durably pushed task (INFERENCE_DURABLE_CLAIM_TTL_S, an hour: a producer's retry with the same id must
-find it) and the dead-letter list (the hostile messages, kept INFERENCE_DEAD_LETTER_TTL_S). Raw memory
-after a fault so says little about the fault; memory net of them says whether the fault left
-anything behind (a stranded unacked record, a queue that never drained, a leaked key). Each second's
-sample (ledger.py) holds the key count and the dead-letter list's bytes; the bytes of one kept key
+Three things grow with the load, faults or not, and stay: one durable claim key per durably pushed
+task (INFERENCE_DURABLE_CLAIM_TTL_S, an hour: a producer's retry with the same id must find it), the
+dead-letter list (the hostile messages, kept INFERENCE_DEAD_LETTER_TTL_S) and the replication buffer
+(the backlog replicas resume from: a new primary's starts empty after a failover and fills with writes
+up to repl-backlog-size, 1 MB). Raw memory after a fault so says little about the fault; memory net
+of them says whether the fault left anything behind (a stranded unacked record, a queue that never
+drained, a leaked key). Each second's sample (ledger.py) holds the key count, the dead-letter list's
+bytes and the replication buffers (INFO's mem_total_replication_buffers); the bytes of one kept key
 are measured once at the end over every claim and redelivery counter (Redis' MEMORY USAGE), and a
-sample's net memory is `used_memory - dead-letter bytes - keys * bytes per kept key`. Keys that are
-not kept state (queue lists, results not read yet, the unacked record) are few and counted the same
-way before and after, so they cancel against the baseline, taken the same way.
+sample's net memory is `used_memory - replication buffers - dead-letter bytes - keys * bytes per
+kept key`. Keys that are not kept state (queue lists, results not read yet, the unacked record) are
+few and counted the same way before and after, so they cancel against the baseline, taken the same way.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def kept_state(client: redis.Redis) -> KeptState:
 
 
 def net_bytes(sample: dict[str, Any], bytes_per_key: float) -> int:
-    return int(sample["used_memory"] - sample["dead_letter_bytes"] - sample["keys"] * bytes_per_key)
+    kept = sample.get("replication_buffers", 0) + sample["dead_letter_bytes"] + sample["keys"] * bytes_per_key
+    return int(sample["used_memory"] - kept)
 
 
 def baseline(samples: list[dict[str, Any]], start: float, end: float, bytes_per_key: float) -> tuple[int, int] | None:
