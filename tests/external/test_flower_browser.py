@@ -46,9 +46,10 @@ def seen_whole(port: int, ids: set[str], timeout: float) -> bool:
     return bool(poll_until(listed, timeout, poll_s=0.5))
 
 
-def test_flower_dashboard_shows_the_worker_and_its_embed_tasks_in_chromium(start_worker, tmp_path):
+def test_flower_dashboard_shows_the_worker_and_its_embed_tasks_in_chromium(inference_worker, tmp_path):
+    """The session's shipped worker (only what it sends while Flower runs is on Flower's pages)."""
     binary = chromium_binary()
-    worker = start_worker(concurrency=2)
+    worker = inference_worker
     node = f"{worker.name}@"
     with running_flower([], worker.redis_url, FLOWER_UNAUTHENTICATED_API="true") as (_, port):
         # Flower answers /healthcheck before its event receiver has subscribed: a task sent earlier

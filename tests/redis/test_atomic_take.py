@@ -30,7 +30,7 @@ def _take_and_vanish(url: str) -> str:
     client = redis_client(url)
     connection = client.connection_pool.get_connection()
     connection.send_command(*command)
-    wait_until(lambda: client.llen(INFERENCE_QUEUE) == 0, 10, "Redis to run the take")
+    wait_until(lambda: client.llen(INFERENCE_QUEUE) == 0, 30, "Redis to run the take")
     connection.disconnect()
     assert fetcher.in_flight is not None
     return fetcher.in_flight[2]

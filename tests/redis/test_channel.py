@@ -89,7 +89,7 @@ def test_a_message_taken_for_a_queue_no_longer_consumed_goes_back_to_it(fresh_re
 
         channel.deliver(envelope, INFERENCE_QUEUE)  # nobody consumes it
 
-        wait_until(lambda: client.llen(INFERENCE_QUEUE) == 2, 10, "the message back on its queue")
+        wait_until(lambda: client.llen(INFERENCE_QUEUE) == 2, 30, "the message back on its queue")
     last_out = json.loads(client.lindex(INFERENCE_QUEUE, 0))  # consumers pop from the right
     assert last_out["headers"]["id"] == taken.headers["id"]
     assert client.hlen(UNACKED_KEY) == 0 and client.zcard(UNACKED_INDEX_KEY) == 0

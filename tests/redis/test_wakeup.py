@@ -193,7 +193,7 @@ def test_a_rings_answer_read_after_its_wait_ended_leaves_the_next_wait_ringable(
     waker.wait_command(1.0)
     client.lpush("q", "first")
     notice_without_answers(waker)  # rings; its answer is not read yet
-    wait_until(lambda: client.llen(waker.doorbell_key) == 1, 10, "the doorbell to ring")
+    wait_until(lambda: client.llen(waker.doorbell_key) == 1, 30, "the doorbell to ring")
     client.lpop(waker.doorbell_key)
     waker.waiting = False  # the wait returned (Fetcher.on_reply), the message was taken
     client.rpop("q")

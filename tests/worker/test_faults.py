@@ -216,7 +216,7 @@ def test_malformed_messages_are_dead_lettered_and_valid_neighbours_complete(faul
     assert log.count("refused a message from queue 'inference'") >= len(MALFORMED)
     assert "Unrecoverable error" not in log
     assert redis.llen("inference") == 0
-    wait_until(lambda: redis.hlen("unacked") == 0, 10, "every message to be acknowledged")
+    wait_until(lambda: redis.hlen("unacked") == 0, 30, "every message to be acknowledged")
     assert fault_worker.process.poll() is None
     report("malformed producers", malformed=len(MALFORMED), valid_sent=len(valid), completed=states["SUCCESS"], lost=0)
 
