@@ -70,7 +70,8 @@ def served_process(
 ) -> Iterator[tuple[subprocess.Popen, Callable[[], str]]]:
     """A long-running program with its output in a file, yielded with a reader of that output; stopped
     after (SIGTERM, then SIGKILL past 20 s). Its output goes to a file, not a pipe: an unread pipe fills
-    and blocks the program's next log line, and with it its SIGTERM handler (Flower on a loaded host)."""
+    and blocks the program's next log line, and with it its SIGTERM handler (the likely cause of Flower
+    ignoring SIGTERM for 20 s on a loaded host)."""
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
 
