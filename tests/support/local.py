@@ -81,11 +81,19 @@ def served_process(
 
         try:
             yield process, output
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-                raise AssertionError(f"{command[-3:]} ignored SIGTERM for 20 s: {output()[-2000:]}") from None
+        except BaseException:
+            stop(process, output, command, quietly=True)  # the test's own failure is the one to report
+            raise
+        stop(process, output, command, quietly=False)
+
+
+def stop(process: subprocess.Popen, output: Callable[[], str], command: list[str], quietly: bool) -> None:
+    """SIGTERM, then SIGKILL past 20 s; unless `quietly`, a program that ignored SIGTERM fails the test."""
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+        if not quietly:
+            raise AssertionError(f"{command[-3:]} ignored SIGTERM for 20 s: {output()[-2000:]}") from None
