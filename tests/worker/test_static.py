@@ -108,6 +108,7 @@ def test_a_static_worker_serves_model2vecs_unit_vectors_and_imports_no_torch(sta
     info = app.send_task(WORKER_INFO_TASK, queue="inference.static").get(timeout=RESULT_TIMEOUT_S)
     assert info["backend"] == "model2vec" and info["model"] == "minilm-static-128" and info["dim"] == 128
     assert info["vector_space"] == "minilm-static-128"  # its own: comparable with no other model's
+    assert info["limits"] == {"texts_per_task": 4096, "text_chars": 20_000}  # a static kind's own task limit
     assert info["loaded_runtimes"] == ["model2vec"]  # no torch, no transformers in the child
     assert info["model_error"] is None
 

@@ -50,6 +50,9 @@ def worker_info(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         "dim": getattr(model, "dim", 0) if model else None,
         # Vectors of two models with the same space compare (a static model bridged into its teacher's).
         "vector_space": getattr(model, "vector_space", model.name) if model else None,
+        # What one task of this model may carry: producers that batch rows (the Ruby gem's backfill) size
+        # and screen their batches by these, read from the fleet rather than copied.
+        "limits": {"texts_per_task": self.app.settings.task_max_texts, "text_chars": self.app.settings.max_text_chars},
         "model_load_mode": holder.load_mode,
         "model_load_seconds": holder.load_seconds,
         "warmup_seconds": holder.warmup_seconds,

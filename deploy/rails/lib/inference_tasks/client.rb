@@ -184,6 +184,13 @@ module InferenceTasks
       value.merge("chunks" => chunks)
     end
 
+    # What a worker of the model's pool is, and wait: {"alias", "revision", "dim", "limits" => {"texts_per_task",
+    # "text_chars"}, "model_error", ...} (docs/tasks.md, inference.worker_info). A backfill reads the serving
+    # model's identity and its per-task limits from it.
+    def worker_info(model: nil, timeout: 30, **options)
+      wait(enqueue("inference.worker_info", [], {}, **for_model(model, options)), timeout: timeout)
+    end
+
     # Classify and wait: returns one {"label", "score", "scores"} hash per text, in order.
     def classify(texts, labels, timeout: 30, keep: false, **options)
       wait(enqueue_classify(texts, labels, **options), timeout: timeout, keep: keep)
