@@ -3,6 +3,7 @@ suite (deploy/rails/test) passes against the real Redis and worker."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tomllib
@@ -67,3 +68,26 @@ def test_the_gems_minitest_suite_passes_against_the_real_worker(inference_worker
     assert (failures, errors, skips) == (0, 0, 0), output
     assert runs >= 14 and assertions >= 45, output  # every test in deploy/rails/test ran
     assert done.returncode == 0, output
+
+
+SCREENED_BLANK = """
+require "json"
+require "inference_tasks/screen"
+blank = (0..0x10FFFF).select do |code|
+  next false if code.between?(0xD800, 0xDFFF)
+
+  InferenceTasks::Screen.refusal([code].pack("U")) == "its text is empty or blank"
+end
+puts JSON.generate(blank)
+"""
+
+
+def test_the_gems_blank_is_the_workers_blank_for_every_code_point():
+    """The gem screens a text as blank exactly when the worker would refuse it as blank (Python's str.strip(),
+    i.e. str.isspace() for every character): a code point that differs would either fail a whole batch in the
+    worker or be skipped by the backfill though the worker embeds it."""
+    done = subprocess.run(
+        [need("ruby"), "-I", str(GEM_SOURCE / "lib"), "-e", SCREENED_BLANK], capture_output=True, text=True, check=True
+    )
+    python_blank = [code for code in range(0x110000) if not (0xD800 <= code <= 0xDFFF) and not chr(code).strip()]
+    assert json.loads(done.stdout) == python_blank

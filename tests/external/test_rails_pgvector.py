@@ -37,6 +37,16 @@ REPLY_TIMEOUT_S = 180
 ARTICLES = 200
 BACKFILLED = 96
 DATA = REPO_ROOT / "data"
+# Every store counted by the database, not by log lines: a row whose mark is cleared as its vector is written.
+STORES_TRIGGER = """
+CREATE TABLE embedding_stores (article_id bigint, task_id text, title text, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION count_store() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO embedding_stores (article_id, task_id, title) VALUES (NEW.id, OLD.embedding_task_id, NEW.title);
+RETURN NEW; END $$;
+CREATE TRIGGER count_store AFTER UPDATE ON articles FOR EACH ROW
+WHEN (OLD.embedding_task_id IS NOT NULL AND NEW.embedding_task_id IS NULL AND NEW.embedding IS NOT NULL)
+EXECUTE FUNCTION count_store();
+"""
 IDENTITY_ALIAS = BUILTIN_DEFAULT  # the default model's catalogue alias, as results name it
 
 
@@ -76,6 +86,7 @@ class RailsApp:
     env: dict[str, str]
     log: Path
     sidekiq: subprocess.Popen
+    last_output: str = ""  # what the last `run` printed: the backfill's log lines
 
     def run(self, command: str, payload: dict | None = None, **env: str) -> dict:
         done = subprocess.run(
@@ -83,16 +94,23 @@ class RailsApp:
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-4000:]
+        self.last_output = done.stdout
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     def sql(self, query: str) -> list[list[str]]:
         assert self.sidekiq.poll() is None, self.log.read_text()[-3000:]
         return self.postgres.psql(query, "app")
 
-    def embedded_ids(self) -> Counter[int]:
-        """How many times each article's vector was stored, from EmbeddingReadyJob's log lines."""
-        stored = re.findall(r"embedded articles ([\d,]+) with ", self.log.read_text())
-        return Counter(int(article) for line in stored for article in line.split(","))
+    def stores(self, ids: list[int] | None = None) -> Counter[int]:
+        """How many times each article's vector was stored, counted by the database (STORES_TRIGGER)."""
+        where = f" WHERE article_id IN ({','.join(map(str, ids))})" if ids else ""
+        rows = self.sql(f"SELECT article_id, count(*) FROM embedding_stores{where} GROUP BY article_id")
+        return Counter({int(article): int(count) for article, count in rows})
+
+    def verify(self, ids: list[int]) -> dict[int, dict]:
+        """Per row: stores counted by the database, whether it holds a vector, its mark, and the cosine of its
+        vector to the worker's embedding of its current title (None for no vector or a refused title)."""
+        return {int(article): row for article, row in self.run("verify", {"ids": ids}).items()}
 
     def wait_for_vectors(self, ids: list[int], what: str) -> None:
         listed = ",".join(map(str, ids))
@@ -123,6 +141,7 @@ def rails_app(inference_worker, installed_gem, tmp_path_factory) -> Iterator[Rai
         try:
             columns = app.run("setup")["columns"]
             assert columns["embedding"] == "vector(384)", columns
+            postgres.psql(STORES_TRIGGER, "app")
             yield app
         finally:
             sidekiq.terminate()
@@ -144,7 +163,7 @@ def test_articles_saved_in_rails_are_embedded_through_replies_and_found_by_meani
     revision = model_digest(Path(resolve_model_path("all-MiniLM-L6-v2")))[:12]
     assert {row[2] for row in rows} == {f"{IDENTITY_ALIAS}@{revision}"}
     assert all(abs(float(row[4]) - 1.0) < 1e-4 for row in rows)
-    assert rails_app.embedded_ids() == Counter(ids)
+    assert rails_app.stores(ids) == Counter(ids)
     log = rails_app.log.read_text()
     assert log.count("Performed EmbeddingReadyJob") >= ARTICLES and "from Sidekiq(default)" in log
 
@@ -168,18 +187,73 @@ def test_articles_saved_in_rails_are_embedded_through_replies_and_found_by_meani
     assert hit_at_1["index"] >= hit_at_1["exact"] - 1 / len(queries) and hit_at_1["index"] >= 0.7
 
 
-def test_a_failed_embed_leaves_the_article_untouched_and_logged(rails_app):
-    """A blank title: the worker refuses the text, EmbeddingReadyJob takes its failure branch and logs the
-    worker's reason; the row keeps no vector and no model identity."""
-    (article,) = rails_app.run("create", {"titles": ["   "]})["ids"]
-    failure = f"embedding failed for articles {article}: "
-    wait_until(lambda: failure in rails_app.log.read_text(), REPLY_TIMEOUT_S, "the job's failure branch")
-    line = next(line for line in rails_app.log.read_text().splitlines() if failure in line)
-    assert "texts[0] is empty or blank" in line
-    assert rails_app.sql(f"SELECT embedding IS NULL, embedding_model IS NULL FROM articles WHERE id = {article}") == [
-        ["t", "t"]
-    ]
-    assert article not in rails_app.embedded_ids()
+LONG_TITLE = "refund " * 2858  # 20,006 characters: over the worker's 20,000 per text
+NBSP_TITLE = "\u00a0\u00a0\u2003"  # blank to the worker (Python's str.strip), not to Ruby's String#strip
+
+
+def same_text(row: dict) -> bool:
+    """The row's vector is the worker's embedding of its current title (cosine to it ~1; another title's is < 0.95)."""
+    return row["cosine"] is not None and row["cosine"] > 0.999
+
+
+def test_a_refused_title_clears_the_old_vector_and_logs_why(rails_app):
+    """Two embedded articles edited to titles the worker refuses: one of only non-breaking spaces, refused in the
+    gem by the worker's own blank rule before anything is pushed; one over the worker's text limit, refused by the
+    worker, whose reply clears the row. Neither keeps its old title's vector, and the log names the row, the task
+    and the reason."""
+    ids = rails_app.run("create", {"titles": ["Refund my order", "The app crashes at login"]})["ids"]
+    rails_app.wait_for_vectors(ids, "two articles' embeddings")
+    blank, long = ids
+    marks = rails_app.run("edit", {"titles": {str(blank): NBSP_TITLE, str(long): LONG_TITLE}})["marks"]
+    assert marks[str(blank)] is None, marks  # refused in the gem: no mark, nothing pushed
+    refused = f"articles: task {marks[str(long)]} refused {long}: "
+    wait_until(lambda: refused in rails_app.log.read_text(), REPLY_TIMEOUT_S, "the worker's refusal, settled")
+    log = rails_app.log.read_text()
+    assert f"articles: not embedding {blank}: its text is empty or blank; its vector is cleared" in log
+    assert "has 20006 characters, more than the limit of 20000" in log.split(refused)[1].splitlines()[0]
+    assert f"cleared: {long}" in log.split(refused)[1].splitlines()[0]
+    rows = rails_app.verify(ids)
+    assert [(rows[i]["vector"], rows[i]["task"]) for i in ids] == [(False, None), (False, None)], rows
+    assert rails_app.stores(ids) == Counter(ids)  # the first titles' stores only
+
+
+def test_a_reply_faster_than_the_commit_is_stored(rails_app):
+    """A client standing in for the queue settles each reply on another connection before its push returns: a
+    new article and an edited one each end with their current title's vector, stored once. The push came after
+    the mark's transaction committed (no transaction was open on the pushing connection)."""
+    (edited,) = rails_app.run("create", {"titles": ["The checkout page is blank"]})["ids"]
+    rails_app.wait_for_vectors([edited], "the article to edit")
+    before = rails_app.stores([edited])
+    answer = rails_app.run("instant", {"title": "Where is my parcel?", "edit_id": edited,
+                                       "edit_title": "How do I change my billing address?"})  # fmt: skip
+    ids = [answer["created"], edited]
+    assert [push["transaction_open"] for push in answer["pushes"]] == [False, False], answer
+    assert [push["stored"] for push in answer["pushes"]] == [[ids[0]], [ids[1]]], answer
+    rows = rails_app.verify(ids)
+    assert all(same_text(rows[i]) for i in ids), rows
+    assert rails_app.stores(ids) - before == Counter(ids)
+
+
+def test_a_late_reply_waits_for_an_open_edit_and_is_superseded(rails_app):
+    """A reply for an article's first title arrives while an edit's transaction holds the row (forced: the reply
+    is seen waiting on the row lock before the edit commits). Once the edit commits, the late reply finds the new
+    mark and stores nothing; the edit's own reply stores the new title's vector, once."""
+    answer = rails_app.run("late", {"old": "My card was charged twice", "new": "Please delete my account"})
+    article = answer["id"]
+    assert answer["late"]["stored"] == [] and answer["late"]["superseded"] == [article], answer
+    row = rails_app.verify([article])[article]
+    assert same_text(row) and row["stores"] == 1, row
+
+
+def test_one_reply_twice_and_two_copies_at_once_store_once(rails_app):
+    """One reply settled twice stores once; two copies of another settled at once (the second seen waiting on
+    the first's row lock) store once. Counted by the database."""
+    answer = rails_app.run("twice", {"titles": ["Invoice is missing", "Password reset email never came"]})
+    first, second = answer["ids"]
+    assert [done["stored"] for done in answer["sequential"]] == [[first], []], answer
+    assert [done["stored"] for done in answer["concurrent"]] == [[second], []], answer
+    rows = rails_app.verify([first, second])
+    assert all(same_text(row) and row["stores"] == 1 for row in rows.values()), rows
 
 
 def insert_unembedded(rails_app: RailsApp, titles: list[str]) -> list[int]:
@@ -189,12 +263,96 @@ def insert_unembedded(rails_app: RailsApp, titles: list[str]) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
+def test_an_edit_during_a_full_queue_wait_keeps_its_own_text(rails_app):
+    """A backfill's push of a batch meets a full queue just as one of the batch's rows is edited (its own request
+    pushed through the real queue). The backfill claims the batch again, reading the texts anew: the edited row,
+    now waiting on its own request, drops out, and ends with its new title's vector, stored once; the others too."""
+    ids = insert_unembedded(rails_app, [f"{title} (edit race)" for title in tickets()[100:108]])
+    edited = ids[5]
+    report = rails_app.run("backfill", {"batch_size": 4, "edit": {"id": edited, "title": "I want to cancel my plan"}})
+    assert report["waits"] == 1 and report["enqueued"] == len(ids) - 1, report
+    rails_app.wait_for_vectors(ids, "the batch's embeddings")
+    rows = rails_app.verify(ids)
+    assert all(same_text(rows[i]) and rows[i]["stores"] == 1 for i in ids), rows
+    assert rails_app.sql(f"SELECT title FROM articles WHERE id = {edited}") == [["I want to cancel my plan"]]
+
+
+def test_a_batch_the_worker_refuses_costs_only_the_bad_row(rails_app):
+    """A batch pushed with one text over the worker's limit (unscreened, as a gem that did not know the limit
+    would) fails whole; its reply asks for the rows again one per task: the good rows are stored once with their
+    own titles' vectors, the bad one is cleared and the log names it and why."""
+    ids = insert_unembedded(rails_app, ["Shipping was slow", LONG_TITLE, "Wrong size delivered", "Coupon rejected"])
+    claim = rails_app.run("push", {"ids": ids})
+    good = [ids[0], *ids[2:]]
+    rails_app.wait_for_vectors(good, "the split batch's good rows")
+    log = rails_app.log.read_text()
+    assert f"articles: task {claim['task_id']} refused (" in log and "one task each" in log
+    wait_until(lambda: re.search(rf"refused {ids[1]}: .*cleared: {ids[1]}", rails_app.log.read_text()),
+               REPLY_TIMEOUT_S, "the bad row's own refusal")  # fmt: skip
+    rows = rails_app.verify(ids)
+    assert all(same_text(rows[i]) and rows[i]["stores"] == 1 for i in good), rows
+    assert (rows[ids[1]]["vector"], rows[ids[1]]["task"]) == (False, None), rows
+
+
+def test_the_backfill_screens_refused_texts_and_caps_its_batch_size(rails_app):
+    """Rows whose titles the worker would refuse (only non-breaking spaces; over its text limit) are skipped by
+    the backfill with the reason logged, so their batch-mates are embedded; a batch_size over the fleet's
+    per-task limit (worker_info: 256 texts) is capped to it."""
+    ids = insert_unembedded(rails_app, ["Late delivery again", NBSP_TITLE, LONG_TITLE, "Cannot upload a photo"])
+    report = rails_app.run("backfill", {"batch_size": 1000})
+    assert report["batch_size"] == 256 and report["skipped"] >= 2 and report["enqueued"] == 2, report
+    out = rails_app.last_output  # the backfill logs to its own output
+    assert "batch_size 1000 is more than the 256 texts a task of minilm may carry" in out, out[-3000:]
+    good = [ids[0], ids[3]]
+    rails_app.wait_for_vectors(good, "the screened batch's good rows")
+    rows = rails_app.verify(ids)
+    assert all(same_text(rows[i]) and rows[i]["stores"] == 1 for i in good), rows
+    assert not rows[ids[1]]["vector"] and not rows[ids[2]]["vector"], rows
+    assert f"skipped articles {ids[1]}: its text is empty or blank" in out, out[-3000:]
+    assert f"skipped articles {ids[2]}: its text has 20006 characters" in out, out[-3000:]
+
+
+def test_a_mark_older_than_requeue_after_is_asked_again_though_the_row_has_a_vector(rails_app):
+    """An edit whose push was lost (its mark an hour old, the row still holding the old title's vector of the
+    serving model): the backfill asks for it again, and the row ends with its current title's vector."""
+    (article,) = rails_app.sql("SELECT id FROM articles WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 1")[0]
+    rails_app.sql(f"UPDATE articles SET title = 'My discount code expired', embedding_task_id = 'lost',"
+                  f" embedding_requested_at = now() - interval '1 hour' WHERE id = {article}")  # fmt: skip
+    before = rails_app.stores([int(article)])
+    report = rails_app.run("backfill", {"batch_size": 16})
+    assert report["enqueued"] == 1 and report["due"] - report["skipped"] == 1, report
+    rails_app.wait_for_vectors([int(article)], "the re-asked row's embedding")
+    row = rails_app.verify([int(article)])[int(article)]
+    assert same_text(row) and row["stores"] == before[int(article)] + 1, row
+
+
+def test_the_backfills_first_call_waits_on_a_full_queue(rails_app, inference_worker):
+    """The backfill's probe of the serving model meets a full queue (the worker frozen, the queue filled to
+    max_queue_depth): it waits like a push does, and runs to the end once the worker goes on."""
+    env = clean_env(**rails_app.env, INFERENCE_MAX_QUEUE_DEPTH="2")
+    os.killpg(inference_worker.process.pid, signal.SIGSTOP)
+    backfill = None
+    try:
+        rails_app.run("fill", {}, INFERENCE_MAX_QUEUE_DEPTH="2")
+        backfill = subprocess.Popen([need("ruby"), str(SCRIPT), "backfill", "{}"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, env=env, text=True)  # fmt: skip
+        lines = read_until(backfill, "pushing again in")
+        assert "the serving model's probe: queue" in lines[-1], lines
+    finally:
+        os.killpg(inference_worker.process.pid, signal.SIGCONT)
+    assert backfill is not None and backfill.stdout is not None
+    rest = backfill.stdout.read()
+    assert backfill.wait(timeout=120) == 0, rest
+    report = json.loads(rest.strip().splitlines()[-1])
+    assert report["waits"] >= 1 and report["identity"].startswith(f"{IDENTITY_ALIAS}@"), report
+
+
 def test_a_backfill_killed_midway_and_run_again_embeds_every_row_once(rails_app, inference_worker):
     """96 rows that predate the column, backfilled in batches of 4 through a queue that may hold 2 waiting tasks
     (the client's max_queue_depth). Once the backfill knows the serving model, the worker is frozen (SIGSTOP):
     the queue fills, the backfill waits on QueueFull, and is killed (SIGKILL) there. The worker goes on and the
-    backfill runs again to the end: every row ends with its vector stored exactly once, the rows the first run
-    pushed left to their tasks."""
+    backfill runs again to the end: every row ends with its vector stored exactly once (counted by the database),
+    the rows the first run pushed left to their tasks."""
     titles = [f"{title} (archive copy {n})" for n, title in enumerate(tickets()[:BACKFILLED])]
     ids = insert_unembedded(rails_app, titles)
     env = clean_env(**rails_app.env, INFERENCE_MAX_QUEUE_DEPTH="2")
@@ -217,16 +375,17 @@ def test_a_backfill_killed_midway_and_run_again_embeds_every_row_once(rails_app,
     finally:
         if first.poll() is None:
             first.kill()
-    pushed = sum(line.startswith('{"progress"') for line in lines)  # one line per batch pushed
-    assert 1 <= pushed < BACKFILLED // 4 and "max_queue_depth=2" in lines[-1], lines
+    progress = [json.loads(line)["progress"] for line in lines if line.startswith('{"progress"')]
+    pushed = progress[-1]["enqueued"] if progress else 0
+    assert 1 <= pushed < BACKFILLED and "max_queue_depth=2" in lines[-1], lines
     second = rails_app.run("backfill", {"batch_size": 4}, INFERENCE_MAX_QUEUE_DEPTH="2")
-    # The first run's rows are stored by now or still out, and left to their tasks: only the others are asked for.
-    assert second["enqueued"] == BACKFILLED - 4 * pushed == second["stale"] - second["waiting"], (pushed, second)
+    # The first run's rows are stored by now or still out, and left to their tasks: only the others are asked for
+    # (the batch refused at the kill too: its marks were expired before the wait).
+    assert second["enqueued"] == BACKFILLED - pushed == second["due"] - second["skipped"], (pushed, second)
     rails_app.wait_for_vectors(ids, "the backfilled rows' embeddings")
-    stored = rails_app.embedded_ids()
-    assert {article: stored[article] for article in ids} == dict.fromkeys(ids, 1)
+    assert rails_app.stores(ids) == Counter(ids)
     print(
-        f"\n[rails pgvector] backfill of {BACKFILLED}: killed waiting on a full queue after {4 * pushed} rows,"
+        f"\n[rails pgvector] backfill of {BACKFILLED}: killed waiting on a full queue after {pushed} rows,"
         f" the second run pushed {second['enqueued']} ({second['waiting']} still out); every row stored once"
     )
 
@@ -252,10 +411,9 @@ def test_a_model_change_makes_rows_stale_and_the_backfill_embeds_them_again(rail
     titles = dict(rails_app.sql(f"SELECT id, title FROM articles WHERE id IN ({listed})"))
     found = rails_app.run("search", {"queries": [titles[str(ids[0])]], "limit": 5})["exact"][0]
     assert ids[0] not in [article for article, _ in found] and len(found) == 5
-    before = rails_app.embedded_ids()
+    before = rails_app.stores(ids)
     report = rails_app.run("backfill", {"batch_size": 16})
     assert report["identity"] == identity and report["enqueued"] == len(ids), report
     rails_app.wait_for_vectors(ids, "the stale rows' new embeddings")
-    again = rails_app.embedded_ids() - before
-    assert again == Counter(ids)
+    assert rails_app.stores(ids) - before == Counter(ids)
     assert rails_app.sql(f"SELECT DISTINCT embedding_model FROM articles WHERE id IN ({listed})") == [[identity]]

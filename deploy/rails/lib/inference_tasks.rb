@@ -14,7 +14,9 @@ require_relative "inference_tasks/wire"
 require_relative "inference_tasks/result_waiter"
 require_relative "inference_tasks/client"
 require_relative "inference_tasks/pgvector"
+require_relative "inference_tasks/screen"
 require_relative "inference_tasks/vector_rows"
+require_relative "inference_tasks/vector_sync"
 require_relative "inference_tasks/backfill"
 
 module InferenceTasks

@@ -40,16 +40,35 @@ class PgvectorTest < Minitest::Test
   end
 
   def test_vector_rows_and_backfill_refuse_wrong_arguments_naming_them
-    error = assert_raises(ArgumentError) { InferenceTasks::VectorRows.new(Object, columns: { vectors: :x }) }
+    error = assert_raises(ArgumentError) { InferenceTasks::VectorRows.new(Object, text: :title, columns: { vectors: :x }) }
     assert_includes error.message, "unknown keys [:vectors]"
-    rows = InferenceTasks::VectorRows.new(Object)
-    error = assert_raises(ArgumentError) do
-      InferenceTasks::Backfill.new(client: client, rows: rows, text: :title, reply_job: "Job", batch_size: 0)
-    end
-    assert_includes error.message, "batch_size must be an Integer in 1..1024"
-    error = assert_raises(ArgumentError) do
-      InferenceTasks::Backfill.new(client: client, rows: rows, text: :title, reply_job: "Job", requeue_after: -1)
-    end
-    assert_includes error.message, "requeue_after"
+    assert_includes assert_raises(ArgumentError) { InferenceTasks::VectorRows.new(Object, text: nil) }.message, "text:"
+    rows = InferenceTasks::VectorRows.new(Object, text: :title)
+    sync = InferenceTasks::VectorSync.new(client: client, rows: rows, reply_job: "Job")
+    error = assert_raises(ArgumentError) { InferenceTasks::Backfill.new(sync: sync, batch_size: 0) }
+    assert_includes error.message, "batch_size must be a positive Integer, got 0"
+    error = assert_raises(ArgumentError) { InferenceTasks::Backfill.new(sync: sync, requeue_after: -1) }
+    assert_includes error.message, "requeue_after must be a positive number of seconds, got -1"
+    error = assert_raises(ArgumentError) { InferenceTasks::Backfill.new(sync: sync, max_wait: "long") }
+    assert_includes error.message, "max_wait must be a number of seconds >= 0"
+  end
+
+  def test_texts_the_worker_would_refuse_are_screened_with_the_reason
+    screen = InferenceTasks::Screen
+    assert_nil screen.refusal("Red running shoes", max_chars: 20)
+    assert_equal "its text is empty or blank", screen.refusal("\u00a0\u2003 \t")
+    assert_equal "its text is empty or blank", screen.refusal("")
+    assert_equal "it has no text", screen.refusal(nil)
+    assert_nil screen.refusal("\u200b") # a zero-width space is not whitespace to the worker either
+    assert_includes screen.refusal("a" * 21, max_chars: 20), "has 21 characters, more than the fleet's limit of 20"
+    assert_nil screen.refusal("é" * 20, max_chars: 20) # characters, not bytes, as the worker counts them
+    assert_equal "its text is not valid UTF-8", screen.refusal("caf\xC3".dup.force_encoding("UTF-8"))
+  end
+
+  def test_the_live_worker_says_its_limits_and_identity
+    info = client.worker_info(timeout: TIMEOUT)
+    assert_equal({ "texts_per_task" => 256, "text_chars" => 20_000 }, info["limits"])
+    assert_match(/\A[0-9a-f]{12}\z/, info["revision"])
+    assert_equal client.embed(["x"], timeout: TIMEOUT)["revision"], info["revision"]
   end
 end

@@ -7,19 +7,10 @@
 class EmbeddingReadyJob < ApplicationJob
   queue_as :default
 
-  # outcome: {"task_id", "task", "state", "result", "error", "context"} (docs/wire-protocol.md)
+  # outcome: {"task_id", "task", "state", "result", "error", "context"} (docs/wire-protocol.md). Stores the
+  # vectors into the rows still waiting for this task, or clears a refused text's row, or asks again one row
+  # per task for a refused batch; each step is logged with the task id and the rows (InferenceTasks::VectorSync).
   def perform(outcome)
-    ids = outcome.fetch("context").fetch("ids")
-    unless outcome["state"] == "SUCCESS"
-      # The rows keep what they had; a later backfill asks again once the request is old (requeue_after).
-      Rails.logger.warn("embedding failed for articles #{ids.join(',')}: #{outcome.dig('error', 'message')}")
-      return
-    end
-    done = Article.embedding_rows.store(outcome)
-    identity = InferenceTasks.model_identity(outcome["result"])
-    Rails.logger.info("embedded articles #{done[:stored].join(',')} with #{identity}") if done[:stored].any?
-    return if done[:superseded].empty?
-
-    Rails.logger.info("not stored: articles #{done[:superseded].join(',')} wait for a newer request")
+    Article.embeddings.settle(outcome)
   end
 end

@@ -10,12 +10,23 @@ class Article < ApplicationRecord
 
   attribute :embedding, VectorType.new
 
-  after_commit :request_embedding, on: %i[create update], if: :saved_change_to_title?
+  # A new title is marked for embedding in the save's own transaction, and pushed once that has committed: the
+  # edit and its request stand or fall together, and a reply, however fast, finds its mark (the gem's
+  # InferenceTasks::VectorRows says why). Texts changed around callbacks (update_all, SQL) are not marked.
+  before_save :mark_embedding, if: :will_save_change_to_title?
+  after_commit :request_embedding, if: :embedding_pending
+  after_rollback { @embedding_pending = nil }
 
-  # The embedding columns and their rules (the gem's InferenceTasks::VectorRows): a reply writes only the rows
-  # still waiting for it; rows with no vector or another model's are stale.
+  # The embedding columns and their rules: a reply writes only the rows still waiting for it; rows with no
+  # vector or another model's are stale.
   def self.embedding_rows
-    @embedding_rows ||= InferenceTasks::VectorRows.new(self)
+    @embedding_rows ||= InferenceTasks::VectorRows.new(self, text: :title)
+  end
+
+  # Marks, pushes and settles replies (EmbeddingReadyJob) for the rows above.
+  def self.embeddings(client: INFERENCE, logger: Rails.logger)
+    InferenceTasks::VectorSync.new(client: client, rows: embedding_rows, reply_job: EmbeddingReadyJob,
+                                   model: EMBEDDING_MODEL, logger: logger)
   end
 
   # The `limit` articles nearest to `query` by cosine distance, nearest first, each with its `distance`.
@@ -32,22 +43,25 @@ class Article < ApplicationRecord
       .limit(limit)
   end
 
-  # Every article that has no vector, or one a model other than the serving one made (a rake task:
-  # lib/tasks/embeddings.rake). Safe to stop and run again.
+  # Every article with no vector, one a model other than the serving one made, or a request older than
+  # requeue_after (a rake task: lib/tasks/embeddings.rake; run it on a schedule too). Safe to stop and run again.
   def self.backfill_embeddings(batch_size: 32, logger: Rails.logger, client: INFERENCE, &progress)
-    InferenceTasks::Backfill.new(client: client, rows: embedding_rows, text: :title, reply_job: EmbeddingReadyJob,
-                                 model: EMBEDDING_MODEL, dimensions: EMBEDDING_DIMENSIONS, batch_size: batch_size,
-                                 logger: logger).run(&progress)
+    InferenceTasks::Backfill.new(sync: embeddings(client: client, logger: logger), dimensions: EMBEDDING_DIMENSIONS,
+                                 batch_size: batch_size).run(&progress)
   end
 
   private
 
-  # The vector comes back as EmbeddingReadyJob (an ActiveJob run by Sidekiq) once a worker is done. The row is
-  # marked with the task's id in the transaction that pushes it: a later edit's reply supersedes this one.
+  attr_reader :embedding_pending
+
+  def mark_embedding
+    @embedding_pending = self.class.embeddings.mark(self)
+  end
+
+  # The vector comes back as EmbeddingReadyJob (an ActiveJob run by Sidekiq) once a worker is done.
   def request_embedding
-    self.class.embedding_rows.request([id]) do |task_id|
-      INFERENCE.enqueue_embed([title], model: EMBEDDING_MODEL, task_id: task_id,
-                                       reply_to: { active_job: { class: EmbeddingReadyJob, context: { "ids" => [id] } } })
-    end
+    pending = @embedding_pending
+    @embedding_pending = nil
+    self.class.embeddings.request(self, pending)
   end
 end
