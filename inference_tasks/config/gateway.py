@@ -22,6 +22,9 @@ DEFAULT_GATEWAY_MAX_QUEUE_DEPTH = 2000
 DEFAULT_GATEWAY_RETRY_AFTER_S = 1
 # /health asks the fleet (a broadcast) at most this often; probes in between get the last answer.
 DEFAULT_GATEWAY_HEALTH_TTL_S = 5.0
+# Seconds a request for a model no worker consumes waits for one (pushed, so a pool that scales on queue depth
+# wakes); 0: refused at once (503 model_unavailable).
+DEFAULT_GATEWAY_SCALE_WAIT_S = 0.0
 
 
 @dataclass(frozen=True)
@@ -30,21 +33,25 @@ class GatewaySettings:
 
     # Bearer keys, comma-separated; none: only `--no-auth` on a loopback address starts.
     api_keys: str | None = field(default=None, repr=False)
-    # The catalogue aliases served, comma-separated (others are 404); /health is ready when each has a
-    # worker. None: every catalogue model.
+    # The catalogue aliases served, comma-separated (others are 404). None: every catalogue model.
     models: str | None = None
+    # The served aliases /health waits for, comma-separated. None: the served default model alone, so one pool
+    # scaled to zero or down does not take the others' traffic out of a load balancer.
+    required_models: str | None = None
     timeout_s: float = DEFAULT_GATEWAY_TIMEOUT_S
     max_body_bytes: int = DEFAULT_GATEWAY_MAX_BODY_BYTES
     max_queue_depth: int = DEFAULT_GATEWAY_MAX_QUEUE_DEPTH
     retry_after_s: int = DEFAULT_GATEWAY_RETRY_AFTER_S
     health_ttl_s: float = DEFAULT_GATEWAY_HEALTH_TTL_S
+    scale_wait_s: float = DEFAULT_GATEWAY_SCALE_WAIT_S
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "max_body_bytes", "max_queue_depth", "retry_after_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{GATEWAY_PREFIX}{name.upper()} must be above 0, got {getattr(self, name)!r}")
-        if self.health_ttl_s < 0:
-            raise ConfigError(f"{GATEWAY_PREFIX}HEALTH_TTL_S must be 0 or more, got {self.health_ttl_s!r}")
+        for name in ("health_ttl_s", "scale_wait_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{GATEWAY_PREFIX}{name.upper()} must be 0 or more, got {getattr(self, name)!r}")
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -54,14 +61,19 @@ class GatewaySettings:
     @property
     def model_aliases(self) -> tuple[str, ...] | None:
         """INFERENCE_GATEWAY_MODELS as aliases; None: every catalogue model."""
-        aliases = tuple(alias.strip() for alias in (self.models or "").split(",") if alias.strip())
-        return aliases or None
+        return _aliases(self.models)
+
+    @property
+    def required_aliases(self) -> tuple[str, ...] | None:
+        """INFERENCE_GATEWAY_REQUIRED_MODELS as aliases; None: the served default model."""
+        return _aliases(self.required_models)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> GatewaySettings:
         """INFERENCE_GATEWAY_<FIELD> for each field; unset ones keep their defaults."""
-        kinds = {"api_keys": str, "models": str, "timeout_s": float, "max_body_bytes": int, "max_queue_depth": int,
-                 "retry_after_s": int, "health_ttl_s": float}  # fmt: skip
+        kinds = {"api_keys": str, "models": str, "required_models": str, "timeout_s": float,
+                 "max_body_bytes": int, "max_queue_depth": int, "retry_after_s": int, "health_ttl_s": float,
+                 "scale_wait_s": float}  # fmt: skip
         values: dict[str, object] = {}
         for item in fields(cls):
             variable = GATEWAY_PREFIX + item.name.upper()
@@ -69,3 +81,8 @@ class GatewaySettings:
             if raw:
                 values[item.name] = parse_env_text(variable, raw, kinds[item.name])
         return cls(**values)  # type: ignore[arg-type]  # each value parsed to its field's type above
+
+
+def _aliases(listed: str | None) -> tuple[str, ...] | None:
+    aliases = tuple(alias.strip() for alias in (listed or "").split(",") if alias.strip())
+    return aliases or None

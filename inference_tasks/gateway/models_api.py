@@ -35,11 +35,13 @@ def _by_source(catalogue: Catalogue, name: str) -> ModelEntry | None:
     return None
 
 
-def models_list(catalogue: Catalogue) -> dict[str, Any]:
-    """OpenAI's model list, one object per catalogue model, with its kind and source beside OpenAI's fields."""
+def models_list(catalogue: Catalogue, workers: dict[str, list[str]]) -> dict[str, Any]:
+    """OpenAI's model list, one object per catalogue model, with its kind and source beside OpenAI's fields, and
+    how many workers consume its queue (`ready`: at least one; a request for a model with none is refused)."""
     data = [
         {"id": alias, "object": "model", "created": 0, "owned_by": "inference-tasks", "kind": entry.kind,
-         "source": entry.source, "default": alias == catalogue.default}
+         "source": entry.source, "default": alias == catalogue.default, "workers": len(workers.get(alias, [])),
+         "ready": bool(workers.get(alias))}
         for alias, entry in sorted(catalogue.models.items())
     ]  # fmt: skip
     return {"object": "list", "data": data}

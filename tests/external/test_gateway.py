@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -104,19 +105,49 @@ def test_refusals_name_what_was_wrong(gateway, inference_worker):
 
 
 def test_a_full_queue_is_429_and_a_silent_fleet_is_504(fresh_redis_url, tmp_path):
-    """No worker on this database: the first request times out (504) and leaves its task queued, so the
-    queue is at its limit of one and the next is refused with Retry-After; /health names the model."""
+    """No worker on this database, and the gateway told to wait for a pool scaling from zero
+    (INFERENCE_GATEWAY_SCALE_WAIT_S): the first request is pushed and times out (504, naming both waits),
+    leaving its task queued, so the queue is at its limit of one and the next is refused with Retry-After;
+    /health names the model."""
     url = fresh_redis_url()
     with running_gateway(url, tmp_path, "--no-auth", INFERENCE_GATEWAY_MODELS="minilm",
                          INFERENCE_GATEWAY_MAX_QUEUE_DEPTH="1", INFERENCE_GATEWAY_TIMEOUT_S="1",
-                         INFERENCE_GATEWAY_HEALTH_TTL_S="0") as silent:  # fmt: skip
+                         INFERENCE_GATEWAY_SCALE_WAIT_S="1", INFERENCE_GATEWAY_HEALTH_TTL_S="0") as silent:  # fmt: skip
         status, _, error = silent.request("POST", "/v1/embeddings", {"model": "minilm", "input": "x"})
-        assert status == 504 and "INFERENCE_GATEWAY_TIMEOUT_S" in error["error"]["message"]
+        assert status == 504 and "INFERENCE_GATEWAY_SCALE_WAIT_S" in error["error"]["message"], error
         status, headers, error = silent.request("POST", "/v1/embeddings", {"model": "minilm", "input": "x"})
         assert status == 429 and headers["Retry-After"] == "1" and "inference.minilm" in error["error"]["message"]
         assert redis_client(url).llen("inference.minilm") == 1
         status, _, health = silent.request("GET", "/health")
         assert status == 503 and health["missing"] == ["minilm"]
+
+
+def test_the_whole_catalogue_is_ready_with_the_default_worker_alone(inference_worker, tmp_path):
+    """`inference-tasks gateway` with no model list in front of the default worker alone: /health is 200 (the
+    built-in multilingual model has no worker and is not required) and says which models have none, /v1/models
+    marks it not ready, and a request for it is refused at once (503 model_unavailable, Retry-After), nothing
+    pushed, instead of waiting INFERENCE_GATEWAY_TIMEOUT_S. Routing's 404 and 405 are OpenAI's error shape."""
+    broker = redis_client(inference_worker.redis_url)
+    with running_gateway(inference_worker.redis_url, tmp_path, "--no-auth") as gateway:
+        status, _, health = gateway.request("GET", "/health")
+        assert status == 200 and health["status"] == "ready" and health["required"] == ["minilm"], health
+        assert health["models"]["minilm"] and health["models"]["multilingual"] == [], health
+        assert "multilingual" in health["unserved"] and "minilm" not in health["unserved"]
+        status, _, models = gateway.request("GET", "/v1/models")
+        ready = {model["id"]: (model["ready"], model["workers"] > 0) for model in models["data"]}
+        assert ready["minilm"] == (True, True) and ready["multilingual"] == (False, False), ready
+        started = time.monotonic()
+        status, headers, error = gateway.request("POST", "/v1/embeddings", {"model": "multilingual", "input": "안녕"})
+        took = time.monotonic() - started
+        assert status == 503 and error["error"]["code"] == "model_unavailable" and headers["Retry-After"] == "1"
+        assert "inference.multilingual" in error["error"]["message"] and took < 10, (took, error)  # not the 30 s
+        print(f"\n[gateway] a model with no worker refused in {took:.2f} s")
+        assert broker.llen("inference.multilingual") == 0
+        status, _, error = gateway.request("GET", "/v2/no-such-route")
+        assert status == 404 and error["error"]["code"] == "not_found" and "/v1/embeddings" in error["error"]["message"]
+        status, headers, error = gateway.request("PUT", "/v1/embeddings", {"input": "x"})
+        assert status == 405 and error["error"]["code"] == "method_not_allowed" and "POST" in headers["Allow"]
+        assert error["error"]["type"] == "invalid_request_error"
 
 
 @pytest.mark.parametrize(

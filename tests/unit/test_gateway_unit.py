@@ -3,6 +3,7 @@ and the message it pushes, which a worker's screening must accept."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -23,7 +24,7 @@ from inference_tasks.gateway import embeddings_api, models_api, rerank_api
 from inference_tasks.gateway.auth import auth_problem, check_bearer
 from inference_tasks.gateway.dispatch import failure
 from inference_tasks.gateway.errors import ApiError
-from inference_tasks.gateway.health import served_models
+from inference_tasks.gateway.health import FleetHealth, served_models
 from inference_tasks.gateway.wire import task_message
 from inference_tasks.integrations.embedding_calls import first_of, model_prompts
 
@@ -90,8 +91,10 @@ def test_models_are_found_by_alias_source_or_the_sources_last_part_and_by_what_t
     assert wrong_kind.status == 400 and "it does not serve inference.embed" in wrong_kind.message
     assert refused(models_api.resolve, CATALOGUE, "splade", "inference.rerank").status == 400
     assert models_api.resolve(CATALOGUE, "rerank", "inference.rerank").alias == "rerank"
-    listed = models_api.models_list(CATALOGUE)["data"]
+    listed = models_api.models_list(CATALOGUE, {"minilm": ["inference@a", "inference@b"]})["data"]
     assert (listed[0]["id"], listed[0]["kind"], listed[0]["default"]) == ("minilm", "embedding", True)
+    assert (listed[0]["workers"], listed[0]["ready"]) == (2, True)
+    assert all((model["workers"], model["ready"]) == (0, False) for model in listed[1:]), listed
 
 
 def test_rerank_requests_take_strings_or_text_objects():
@@ -122,7 +125,10 @@ def test_gateway_settings_come_from_the_environment_and_refuse_nonsense():
     options = GatewaySettings.from_env({"INFERENCE_GATEWAY_API_KEYS": " a, ,b ", "INFERENCE_GATEWAY_TIMEOUT_S": "2.5",
                                         "INFERENCE_GATEWAY_MODELS": "minilm,e5"})  # fmt: skip
     assert options.keys == ("a", "b") and options.timeout_s == 2.5 and options.model_aliases == ("minilm", "e5")
-    assert GatewaySettings().model_aliases is None
+    assert GatewaySettings().model_aliases is None and GatewaySettings().required_aliases is None
+    assert GatewaySettings.from_env({"INFERENCE_GATEWAY_REQUIRED_MODELS": "e5"}).required_aliases == ("e5",)
+    with pytest.raises(ConfigError, match="INFERENCE_GATEWAY_SCALE_WAIT_S must be 0 or more"):
+        GatewaySettings.from_env({"INFERENCE_GATEWAY_SCALE_WAIT_S": "-1"})
     with pytest.raises(ConfigError, match="INFERENCE_GATEWAY_MAX_QUEUE_DEPTH must be above 0"):
         GatewaySettings.from_env({"INFERENCE_GATEWAY_MAX_QUEUE_DEPTH": "0"})
     with pytest.raises(ConfigError, match="is not a number"):
@@ -132,6 +138,45 @@ def test_gateway_settings_come_from_the_environment_and_refuse_nonsense():
 def test_readiness_is_a_worker_consuming_each_models_queue():
     replies = {"a@h": [{"name": "inference"}, {"name": "inference.minilm"}], "b@h": [{"name": "inference.e5"}]}
     assert served_models(replies, ("minilm", "e5", "rerank")) == {"minilm": ["a@h"], "e5": ["b@h"], "rerank": []}
+
+
+class Fleet:
+    """Stands in for Celery's control API in the unit tier: the queues each node consumes, and the broadcasts asked."""
+
+    def __init__(self, replies: dict[str, list[dict[str, str]]]) -> None:
+        self.replies, self.broadcasts = replies, 0
+        self.control = self
+
+    def inspect(self, timeout: float) -> Fleet:
+        return self
+
+    def active_queues(self) -> dict[str, list[dict[str, str]]]:
+        self.broadcasts += 1
+        return self.replies
+
+
+def test_ready_needs_the_required_models_and_a_request_asks_again_only_for_a_model_with_no_worker():
+    """/health is ready when the required models have a worker, whatever the others; a request for a model with a
+    worker never waits for a broadcast; one with none is asked about again, at most once per RECHECK_S."""
+    fleet = Fleet({"a@h": [{"name": "inference.minilm"}]})
+    health = FleetHealth(fleet, ("minilm", "multilingual"), ("minilm",), ttl_s=60)
+
+    async def scenario() -> tuple[dict, list[str], list[str], int]:
+        report = await health.report()
+        present = await health.workers("minilm")
+        absent = await health.workers("multilingual")  # the first answer is fresh: trusted
+        return report, present, absent, fleet.broadcasts
+
+    report, present, absent, broadcasts = asyncio.run(scenario())
+    assert report["status"] == "ready" and report["missing"] == [] and report["unserved"] == ["multilingual"]
+    assert (present, absent, broadcasts) == (["a@h"], [], 1)
+    strict = FleetHealth(fleet, ("minilm", "multilingual"), ("minilm", "multilingual"), ttl_s=60)
+    assert asyncio.run(strict.report())["missing"] == ["multilingual"]
+    stale = FleetHealth(fleet, ("minilm", "multilingual"), ("minilm",), ttl_s=0)  # every answer already stale
+    fleet.broadcasts = 0
+    asyncio.run(stale.workers("multilingual"))
+    asyncio.run(stale.workers("multilingual"))
+    assert fleet.broadcasts == 2
 
 
 def test_the_pushed_message_passes_a_workers_screening_as_json():
