@@ -1,4 +1,4 @@
-"""The gateway against the same load sent straight to Celery, side by side in one run (issue 59, item 3).
+"""The gateway against the same load sent straight to Celery, side by side in one run.
 
 One worker as shipped (the default runtime, concurrency = cores) and one `inference-tasks gateway` on the
 same Redis. The load: `--clients` concurrent clients (200), each sending one one-text embed request at a
@@ -38,6 +38,7 @@ import orjson
 import psutil
 
 from benchmarks.harness.alternation import alternated
+from benchmarks.harness.http_client import HttpClient
 from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.workload import REPO_ROOT, ticket_texts
 from inference_tasks.config import Settings
@@ -50,34 +51,6 @@ from tests.support.localstack import free_port, start_redis, start_worker
 GOALS = {"throughput_share": 0.90, "added_p50_ms": 1.0}
 MODEL = "minilm"
 TIMEOUT_S = 120.0
-
-
-class HttpClient:
-    """One keep-alive HTTP/1.1 connection, as plain as a client gets (the client's own cost stays small)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        assert self.reader is not None
-        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        return int(status_line.split()[1]), await self.reader.readexactly(length)
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
 
 
 async def run_round(way: str, requests: int, clients: int, port: int, dispatcher: Dispatcher,

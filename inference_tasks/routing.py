@@ -67,6 +67,9 @@ TASK_ROUTES = {
 # The message header in which the Python and Ruby producers stamp when they sent a task (Unix time in
 # seconds, a float); the worker reports usage.queue_ms from it. Raw producers may omit it.
 SENT_AT_HEADER = "inference_sent_at"
+# The header in which the gateway names the tenant a task is for (config/tenants.py): the worker's trace
+# says whose work it was. Never a key.
+TENANT_HEADER = "inference_tenant"
 
 # Redis has no native priorities: kombu keeps one list per priority step, named
 # "<queue><sep><step>" (step 0 is the bare queue name) and polls them in step order,

@@ -25,6 +25,9 @@ DEFAULT_GATEWAY_HEALTH_TTL_S = 5.0
 # Seconds a request for a model no worker consumes waits for one (pushed, so a pool that scales on queue depth
 # wakes); 0: refused at once (503 model_unavailable).
 DEFAULT_GATEWAY_SCALE_WAIT_S = 0.0
+# A tenant's requests in flight per queue priority step: its first this many go to the front (0), each this
+# many more one step back, so one tenant's backlog never sits ahead of another's first request. 0: all at 0.
+DEFAULT_GATEWAY_FAIR_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,9 @@ class GatewaySettings:
 
     # Bearer keys, comma-separated; none: only `--no-auth` on a loopback address starts.
     api_keys: str | None = field(default=None, repr=False)
+    # A TOML file of tenants, each with its keys, limits and models (config/tenants.py); the keys above
+    # remain the unlimited tenant `default`.
+    tenants_file: str | None = None
     # The catalogue aliases served, comma-separated (others are 404). None: every catalogue model.
     models: str | None = None
     # The served aliases /health waits for, comma-separated. None: the served default model alone, so one pool
@@ -44,12 +50,13 @@ class GatewaySettings:
     retry_after_s: int = DEFAULT_GATEWAY_RETRY_AFTER_S
     health_ttl_s: float = DEFAULT_GATEWAY_HEALTH_TTL_S
     scale_wait_s: float = DEFAULT_GATEWAY_SCALE_WAIT_S
+    fair_share: int = DEFAULT_GATEWAY_FAIR_SHARE
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "max_body_bytes", "max_queue_depth", "retry_after_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{GATEWAY_PREFIX}{name.upper()} must be above 0, got {getattr(self, name)!r}")
-        for name in ("health_ttl_s", "scale_wait_s"):
+        for name in ("health_ttl_s", "scale_wait_s", "fair_share"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{GATEWAY_PREFIX}{name.upper()} must be 0 or more, got {getattr(self, name)!r}")
 
@@ -71,9 +78,9 @@ class GatewaySettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> GatewaySettings:
         """INFERENCE_GATEWAY_<FIELD> for each field; unset ones keep their defaults."""
-        kinds = {"api_keys": str, "models": str, "required_models": str, "timeout_s": float,
+        kinds = {"api_keys": str, "tenants_file": str, "models": str, "required_models": str, "timeout_s": float,
                  "max_body_bytes": int, "max_queue_depth": int, "retry_after_s": int, "health_ttl_s": float,
-                 "scale_wait_s": float}  # fmt: skip
+                 "scale_wait_s": float, "fair_share": int}  # fmt: skip
         values: dict[str, object] = {}
         for item in fields(cls):
             variable = GATEWAY_PREFIX + item.name.upper()

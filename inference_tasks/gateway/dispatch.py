@@ -11,7 +11,7 @@ from inference_tasks.config.catalogue import model_queue
 from inference_tasks.gateway.results import ResultWaiter
 from inference_tasks.gateway.wire import new_task_id, task_message
 from inference_tasks.lua import script
-from inference_tasks.redis_access.keys import queue_keys
+from inference_tasks.redis_access.keys import priority_list_key, queue_keys
 
 
 class QueueFull(Exception):
@@ -41,14 +41,19 @@ class Dispatcher:
     def __post_init__(self) -> None:
         self._push = self.broker.register_script(script("push_unless_full"))
 
-    async def run(self, task: str, args: list[Any], kwargs: dict[str, Any], alias: str, timeout: float) -> Any:
-        """The task's result on model `alias`'s queue; QueueFull, TaskFailed, or TimeoutError past `timeout`."""
+    async def run(
+        self, task: str, args: list[Any], kwargs: dict[str, Any], alias: str, timeout: float, tenant: str | None = None,
+        priority: int = 0,
+    ) -> Any:  # fmt: skip
+        """The task's result on model `alias`'s queue at `priority` (0 first, 9 last); QueueFull, TaskFailed, or
+        TimeoutError past `timeout`."""
         queue = model_queue(alias)
         task_id = new_task_id()
-        message = task_message(task, args, {**kwargs, "model": alias}, task_id, queue)
+        message = task_message(task, args, {**kwargs, "model": alias}, task_id, queue, tenant, priority)
 
         async def push() -> None:
-            depth = await self._push(keys=[queue, *queue_keys(queue)], args=[message, self.max_queue_depth])
+            target = priority_list_key(queue, priority)
+            depth = await self._push(keys=[target, *queue_keys(queue)], args=[message, self.max_queue_depth])
             if depth < 0:
                 raise QueueFull(queue, -depth - 1, self.max_queue_depth)
 

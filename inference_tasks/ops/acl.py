@@ -16,7 +16,8 @@ and commands its role needs:
   INFO/CONFIG GET; sends remote-control broadcasts and reads their replies; follows events; writes the
   unacked record and the queues only as kombu's visibility sweep, which every kombu consumer runs;
 - inference-gateway (`inference-tasks gateway`): the producer's rights on the inference queues and results,
-  plus what /health's broadcast needs (the remote-control channel, its reply queues, kombu's bindings),
+  its tenants' limits and usage keys, plus what /health's broadcast needs (the remote-control channel, its
+  reply queues, kombu's bindings),
   and the unacked record and queues as kombu's visibility sweep, as the operator;
 - inference-cache, for the embedding cache's own Redis (INFERENCE_CACHE_URL; load the same file there):
   MGET, GET and SET on the cache's key prefix only, and what doctor and status read (INFO, CONFIG GET,
@@ -48,9 +49,11 @@ from inference_tasks.redis_access.keys import (
     REDELIVERY_KEY_PREFIX,
     RESULT_KEY_PREFIX,
     SIDEKIQ_QUEUES_KEY,
+    TENANT_KEY_PREFIX,
     UNACKED_INDEX_KEY,
     UNACKED_KEY,
     UNACKED_MUTEX_KEY,
+    USAGE_KEY_PREFIX,
 )
 from inference_tasks.routing import INFERENCE_QUEUE, PRIORITY_SEPARATOR, TRAINING_QUEUE
 
@@ -110,6 +113,9 @@ WORKER_RECORDS = (
     DEAD_LETTER_KEY, f"{REDELIVERY_KEY_PREFIX}*", f"{DURABLE_CLAIM_KEY_PREFIX}*", RECENT_FAILURES_KEY, FETCH_RETRY_KEY,
     f"{DOORBELL_KEY_PREFIX}*",
 )  # fmt: skip
+# The gateway's tenants: their limit buckets and requests in flight, and the hourly usage (`inference-tasks usage`
+# reads it as the operator).
+TENANTS = (f"{TENANT_KEY_PREFIX}*", f"{USAGE_KEY_PREFIX}*")
 # Waking an idle consumer (broker/wakeup.py): client-side tracking, its notices' channel.
 WAKEUP = "+client|tracking"
 HEADS = (CLASSIFIER_NAMES_KEY, f"{KEY_PREFIX}:classifier:*")
@@ -150,7 +156,7 @@ def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
         # may put an expired message back on its queue (a training one too), as the operator's.
         return " ".join([
             DATA, CONNECTION,
-            keys(*inference, *training, *RESULTS, *BINDINGS, *CONTROL_REPLIES, *UNACKED),
+            keys(*inference, *training, *RESULTS, *BINDINGS, *CONTROL_REPLIES, *UNACKED, *TENANTS),
             channels(*RESULTS, *fanout),
         ])  # fmt: skip
     if role == "cache":
@@ -163,7 +169,7 @@ def role_rules(role: str, producer_trains: bool = False, db: int = 0) -> str:
             # puts expired messages back. Dead letters, results, heads: read-only.
             DATA, CONNECTION, "+info +config|get +memory|usage +client|list +slowlog|get",
             keys(*CONTROL_REPLIES, *BINDINGS, *EVENT_QUEUES, *UNACKED, *inference, *training,
-                 read_only=(*WORKER_RECORDS, *RESULTS, *HEADS, *SIDEKIQ)),
+                 read_only=(*WORKER_RECORDS, *RESULTS, *HEADS, *SIDEKIQ, *TENANTS)),
             channels(*fanout, *RESULTS),
         ])  # fmt: skip
     raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")

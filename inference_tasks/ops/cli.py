@@ -127,6 +127,22 @@ def status(timeout: float, failures: int) -> None:
 
 
 @main.command()
+@click.option("--since", default="24h", show_default=True, help="How far back: hours or days, as 24h or 7d.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def usage(since: str, as_json: bool) -> None:
+    """The gateway's usage per tenant and model, summed across its replicas: requests, texts, tokens, cached
+    texts, refusals by reason (tenant names only, never keys)."""
+    from rich.console import Console
+
+    from inference_tasks.ops.usage import show_usage
+
+    try:
+        show_usage(_app().settings, since, as_json, Console())
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+@main.command()
 @click.option("--address", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=9808, show_default=True, help="Port of /metrics.")
 @click.option("--timeout", default=1.0, show_default=True, help="Seconds a scrape waits for workers' replies.")

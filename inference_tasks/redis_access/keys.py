@@ -40,6 +40,12 @@ CLASSIFIER_NAMES_KEY = f"{KEY_PREFIX}:classifiers"
 # The embedding cache's entries (worker/cache/), on INFERENCE_CACHE_URL's Redis only: one per text,
 # `<prefix><space digest>:<text digest>`; the cache's ACL user is limited to this prefix.
 CACHE_KEY_PREFIX = f"{KEY_PREFIX}:cache:"
+# The gateway's tenants (gateway/limits.py, lua/tenant_limits.lua): per tenant its limit buckets and its
+# requests in flight; per UTC hour one usage hash, "<tenant>|<model>|<what>" -> count, kept USAGE_TTL_S.
+TENANT_KEY_PREFIX = f"{KEY_PREFIX}:tenant:"
+USAGE_KEY_PREFIX = f"{KEY_PREFIX}:usage:"
+USAGE_HOUR_FORMAT = "%Y%m%d%H"
+USAGE_TTL_S = 35 * 24 * 3600
 
 
 def redelivery_key(task_id: str) -> str:
@@ -53,6 +59,16 @@ def durable_claim_key(task_id: str) -> str:
 def classifier_key(name: str, suffix: str) -> str:
     """`suffix` is `counter`, `latest` or `v<version>`."""
     return f"{KEY_PREFIX}:classifier:{name}:{suffix}"
+
+
+def tenant_keys(tenant: str) -> tuple[str, str]:
+    """A tenant's limit buckets (a hash) and its requests in flight (a sorted set)."""
+    return f"{TENANT_KEY_PREFIX}{tenant}:buckets", f"{TENANT_KEY_PREFIX}{tenant}:in-flight"
+
+
+def usage_key(hour: str) -> str:
+    """The usage hash of one UTC hour, `hour` as USAGE_HOUR_FORMAT writes it (2026120801)."""
+    return f"{USAGE_KEY_PREFIX}{hour}"
 
 
 def corpus_page_key(job_id: str, page: int | str) -> str:

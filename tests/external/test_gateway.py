@@ -3,20 +3,25 @@ curl, and the refusals a production gateway owes its callers (401, 404, 400, 413
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
+import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
 
 from inference_tasks import client
+from inference_tasks.redis_access.keys import queue_keys, tenant_keys
 from tests.support.gateway import GATEWAY, openai_client_calls, running_gateway
 from tests.support.local import clean_env, redis_client
 from tests.support.localstack import REPO_ROOT
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.worker
+CLI = GATEWAY[:-1]  # python -m inference_tasks.ops.cli
 KEY = "test-key-1"
 TEXTS = ["My card was charged twice for one order", "How do I reset my password?", "Ship it to Lisbon"]
 
@@ -157,3 +162,110 @@ def test_the_whole_catalogue_is_ready_with_the_default_worker_alone(inference_wo
 def test_the_gateway_will_not_serve_without_keys_off_loopback(args, said):
     done = subprocess.run([*GATEWAY, *args], capture_output=True, timeout=60, cwd=REPO_ROOT, env=clean_env())
     assert done.returncode == 2 and said in done.stderr.decode()
+
+
+TENANTS_FILE = """
+[tenants.alpha]
+keys = ["alpha-key"]
+requests_per_minute = 3
+models = ["minilm"]
+
+[tenants.beta]
+key_sha256 = ["{beta_digest}"]
+tokens_per_minute = 30
+
+[tenants.gamma]
+keys = ["gamma-key"]
+max_in_flight = 1
+
+[tenants.delta]
+keys = ["delta-key"]
+requests_per_minute = 2
+"""
+
+
+def test_tenants_limits_hold_across_two_gateways_and_usage_adds_up(inference_worker, tmp_path):
+    """Two gateway processes on one Redis with one tenants file: each limit refuses exactly past its edge whichever
+    gateway a request reaches (requests per minute, tokens per minute, requests in flight, a model not allowed),
+    with 429 (or 403), Retry-After and the limit named; the official OpenAI client raises RateLimitError naming
+    it; `inference-tasks usage` sums both gateways' counts; the tenant rides in the task's headers; no key is in
+    /metrics or the logs."""
+    broker = redis_client(inference_worker.redis_url)
+    path = tmp_path / "tenants.toml"
+    path.write_text(TENANTS_FILE.format(beta_digest=hashlib.sha256(b"beta-key").hexdigest()))
+    settings = {"INFERENCE_GATEWAY_TENANTS_FILE": str(path), "INFERENCE_GATEWAY_TIMEOUT_S": "10",
+                "INFERENCE_GATEWAY_SCALE_WAIT_S": "1"}  # fmt: skip
+    before = usage_of(inference_worker.redis_url)
+    with (
+        running_gateway(inference_worker.redis_url, tmp_path, **settings) as one,
+        running_gateway(inference_worker.redis_url, tmp_path, **settings) as two,
+    ):
+        both = [one, two, one, two, one]
+        embed = {"model": "minilm", "input": TEXTS[0]}
+        answers = [gateway.request("POST", "/v1/embeddings", embed, key="alpha-key") for gateway in both[:4]]
+        assert [status for status, _, _ in answers] == [200, 200, 200, 429], answers
+        status, headers, error = answers[3]
+        assert error["error"]["param"] == "requests_per_minute" and "limit of 3" in error["error"]["message"]
+        assert int(headers["Retry-After"]) >= 1
+        elsewhere = {"model": "multilingual", "input": "x"}
+        status, _, error = two.request("POST", "/v1/embeddings", elsewhere, key="alpha-key")
+        assert status == 403 and error["error"]["code"] == "model_not_allowed", error
+        assert [model["id"] for model in one.request("GET", "/v1/models", key="alpha-key")[2]["data"]] == ["minilm"]
+
+        tokens, statuses = [], []
+        for gateway in both * 2:  # ~10 tokens a request against 30 a minute
+            status, _, body = gateway.request("POST", "/v1/embeddings", embed, key="beta-key")
+            statuses.append(status)
+            if status != 200:
+                assert body["error"]["param"] == "tokens_per_minute", body
+                break
+            tokens.append(body["usage"]["total_tokens"])
+        # Admitted while any of the 30 remained (plus what refilled meanwhile, half a token a second); refused after.
+        assert statuses[-1] == 429 and sum(tokens[:-1]) < 30 + 5 <= sum(tokens) + 5, (tokens, statuses)
+
+        slow = threading.Thread(target=lambda: one.request("POST", "/v1/embeddings", elsewhere, key="gamma-key"))
+        slow.start()  # no worker serves multilingual: it waits INFERENCE_GATEWAY_SCALE_WAIT_S + TIMEOUT_S, in flight
+        in_flight = tenant_keys("gamma")[1]
+        wait_until(lambda: broker.zcard(in_flight) == 1, 30, "gamma's request in flight")
+        status, _, error = two.request("POST", "/v1/embeddings", embed, key="gamma-key")
+        assert status == 429 and error["error"]["param"] == "max_in_flight", error
+        slow.join(timeout=60)
+        assert broker.zcard(in_flight) == 0  # freed when it ended (a 504)
+        broker.delete(*queue_keys("inference.multilingual"))
+
+        report = openai_client_calls({"base_url": f"{two.base_url}/v1", "api_key": "unused", "model": "minilm",
+                                      "limited_key": "delta-key"})  # fmt: skip
+        assert report["calls"] == 3 and report["class"] == "RateLimitError" and report["status"] == 429, report
+        assert "requests_per_minute limit of 2" in report["body"]["message"]
+
+        metrics = "".join(
+            urllib.request.urlopen(f"{g.base_url}/metrics", timeout=10).read().decode() for g in (one, two)
+        )
+        assert 'inference_gateway_requests_total{model="minilm",tenant="alpha"} 2.0' in metrics, metrics
+        logs = one.log.read_text() + two.log.read_text()
+    usage = usage_of(inference_worker.redis_url)
+    grown = {key: value - before.get(key, 0) for key, value in usage.items() if value != before.get(key, 0)}
+    assert grown["alpha|minilm|requests"] == 3 and grown["alpha|minilm|refused_requests_per_minute"] == 1
+    assert grown["alpha|multilingual|refused_model_not_allowed"] == 1
+    assert grown["beta|minilm|tokens"] == sum(tokens) and grown["beta|minilm|refused_tokens_per_minute"] == 1
+    assert grown["gamma|minilm|refused_max_in_flight"] == 1 and grown["gamma|multilingual|refused_timeout"] == 1
+    assert grown["delta|minilm|requests"] == 2
+    for key in ("alpha-key", "beta-key", "gamma-key", "delta-key"):
+        assert key not in metrics and key not in logs
+
+
+def usage_of(redis_url: str) -> dict[str, int]:
+    """`inference-tasks usage --json --since 1h`, flattened to "tenant|model|what" -> count."""
+    done = subprocess.run([*CLI, "usage", "--json", "--since", "2h"], env=clean_env(REDIS_URL=redis_url),
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return {f"{row['tenant']}|{row['model']}|{what}": n for row in json.loads(done.stdout)
+            for what, n in row.items() if what not in ("tenant", "model")}  # fmt: skip
+
+
+def test_a_bad_tenants_file_stops_the_gateway_at_start_naming_the_line(tmp_path):
+    path = tmp_path / "tenants.toml"
+    path.write_text('[tenants.alpha]\nkeys = ["a"]\ntokens_per_minute = -5\n')
+    done = subprocess.run([*GATEWAY, "--port", "1"], env=clean_env(INFERENCE_GATEWAY_TENANTS_FILE=str(path)),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"{path}, line 3: tenants.alpha.tokens_per_minute: must be a whole number" in done.stderr

@@ -1,6 +1,7 @@
 """Run by the official OpenAI client's own venv (.venv-openai, scripts/setup_openai_client.sh), never by the
 project's: imports nothing of this project. Reads {"base_url", "api_key", "texts", "model"} as JSON on
-stdin, calls the gateway as an OpenAI user would, and prints what came back as JSON."""
+stdin, calls the gateway as an OpenAI user would, and prints what came back as JSON; with {"limited_key"}
+instead, calls with that key until the gateway refuses one."""
 
 from __future__ import annotations
 
@@ -19,8 +20,21 @@ def error_of(call) -> dict:
     return {"class": None}
 
 
+def rate_limited(spec: dict) -> dict:
+    """With {"limited_key"}: the key's calls until the first error (at most 10), and that error."""
+    limited = openai.OpenAI(base_url=spec["base_url"], api_key=spec["limited_key"], max_retries=0, timeout=60)
+    for calls in range(1, 11):
+        error = error_of(lambda: limited.embeddings.create(model=spec["model"], input="refund please"))
+        if error["class"] is not None:
+            return {"calls": calls, **error}
+    return {"calls": 10, "class": None}
+
+
 def main() -> None:
     spec = json.load(sys.stdin)
+    if "limited_key" in spec:
+        json.dump(rate_limited(spec), sys.stdout)
+        return
     client = openai.OpenAI(base_url=spec["base_url"], api_key=spec["api_key"], max_retries=0, timeout=60)
     texts, model = spec["texts"], spec["model"]
     plain = client.embeddings.create(model=model, input=texts)  # the client asks for base64 and decodes it

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from inference_tasks.config import Settings
+from inference_tasks.config.tenants import load_tenants
 from inference_tasks.routing import INFERENCE_QUEUE
 from tests.support.programs import need_program
 
@@ -195,15 +196,30 @@ def test_compose_file_parses_and_stops_gracefully():
     assert "INFERENCE_FLOWER_BASIC_AUTH" in services["flower"]["environment"], "Flower on 0.0.0.0 needs auth"
 
 
-def test_the_gateway_is_deployed_with_keys_probes_and_a_service():
-    """Kubernetes: the gateway's Deployment takes its keys from a Secret, is live on /health/live and ready
-    on /health, serves models the worker pools run, and has a Service; compose: keys required, loopback port."""
+def test_the_gateway_is_deployed_with_tenants_probes_and_a_service(tmp_path):
+    """Kubernetes: the gateway's Deployment reads its tenants file from a Secret mounted where
+    INFERENCE_GATEWAY_TENANTS_FILE says, the file (the same as deploy/gateway-tenants.toml) loads with limits
+    on models the gateway serves; it is live on /health/live and ready on /health, serves models the worker
+    pools run, and has a Service; compose: a tenants file required, loopback port."""
     deployment = by_kind("Deployment")["inference-gateway"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["command"][:2] == ["inference-tasks", "gateway"] and "0.0.0.0" in container["command"]
     env = {item["name"]: item for item in container["env"]}
-    secret = env["INFERENCE_GATEWAY_API_KEYS"]["valueFrom"]["secretKeyRef"]["name"]
-    assert "INFERENCE_GATEWAY_API_KEYS" in by_kind("Secret")[secret]["stringData"]
+    tenants_path = Path(env["INFERENCE_GATEWAY_TENANTS_FILE"]["value"])
+    [mount] = [mount for mount in container["volumeMounts"] if mount["mountPath"] == str(tenants_path.parent)]
+    [volume] = [
+        volume for volume in deployment["spec"]["template"]["spec"]["volumes"] if volume["name"] == mount["name"]
+    ]
+    text = by_kind("Secret")[volume["secret"]["secretName"]]["stringData"][tenants_path.name]
+    example = (DEPLOY / "gateway-tenants.toml").read_text()
+    assert [line for line in text.splitlines() if line] == [
+        line for line in example.splitlines() if line and not line.startswith("#")
+    ]
+    (tmp_path / "tenants.toml").write_text(text)
+    tenants = load_tenants(tmp_path / "tenants.toml", ())
+    served = env["INFERENCE_GATEWAY_MODELS"]["value"].split(",")
+    limited = {tenant.name: tenant for tenant in tenants.by_key_digest.values()}
+    assert limited and all(tenant.limited and set(tenant.models or ()) <= set(served) for tenant in limited.values())
     assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     pools = {
@@ -218,4 +234,7 @@ def test_the_gateway_is_deployed_with_keys_probes_and_a_service():
     assert by_kind("Service")["inference-gateway"]["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     gateway = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["gateway"]
     assert gateway["command"][:2] == ["inference-tasks", "gateway"] and gateway["ports"][0].startswith("127.0.0.1:")
-    assert ":?" in gateway["environment"]["INFERENCE_GATEWAY_API_KEYS"], "keys are required"
+    assert gateway["environment"]["INFERENCE_GATEWAY_TENANTS_FILE"] == "/etc/inference_gateway/tenants.toml"
+    assert any(
+        ":?" in volume and volume.endswith(":/etc/inference_gateway/tenants.toml:ro") for volume in gateway["volumes"]
+    )

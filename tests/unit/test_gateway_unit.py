@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from inference_tasks.broker.limits import limits_from_options
 from inference_tasks.config import ConfigError, Settings
 from inference_tasks.config.catalogue import Catalogue, ModelEntry
 from inference_tasks.config.gateway import GatewaySettings
+from inference_tasks.config.tenants import Tenant, Tenants, key_digest, load_tenants
 from inference_tasks.gateway import embeddings_api, models_api, rerank_api
 from inference_tasks.gateway.auth import auth_problem, check_bearer
 from inference_tasks.gateway.dispatch import failure
@@ -27,6 +30,7 @@ from inference_tasks.gateway.errors import ApiError
 from inference_tasks.gateway.health import FleetHealth, served_models
 from inference_tasks.gateway.wire import task_message
 from inference_tasks.integrations.embedding_calls import first_of, model_prompts
+from inference_tasks.ops.usage import since_hours, usage_table
 
 SETTINGS = Settings()
 MINILM = ModelEntry("minilm")
@@ -111,14 +115,68 @@ def test_rerank_requests_take_strings_or_text_objects():
 
 
 def test_keys_are_bearer_tokens_and_no_keys_is_for_loopback_only():
-    check_bearer("Bearer k2", ("k1", "k2"))
-    check_bearer(None, ())
+    """The comma-separated keys are the unlimited tenant `default`; a wrong or missing key is 401."""
+    keys = load_tenants(None, ("k1", "k2"))
+    assert check_bearer("Bearer k2", keys) == Tenant("default")
+    assert check_bearer(None, Tenants()) == Tenant("default")
     for header in (None, "Bearer", "Basic k1", "Bearer k3"):
-        assert refused(check_bearer, header, ("k1", "k2")).status == 401
-    assert auth_problem(("k",), False, "0.0.0.0") is None
-    assert auth_problem((), True, "127.0.0.1") is None and auth_problem((), True, "::1") is None
-    assert "loopback" in auth_problem((), True, "0.0.0.0")
-    assert "INFERENCE_GATEWAY_API_KEYS" in auth_problem((), False, "127.0.0.1")
+        assert refused(check_bearer, header, keys).status == 401
+    assert auth_problem(keys, False, "0.0.0.0") is None
+    assert auth_problem(Tenants(), True, "127.0.0.1") is None and auth_problem(Tenants(), True, "::1") is None
+    assert "loopback" in auth_problem(Tenants(), True, "0.0.0.0")
+    assert "INFERENCE_GATEWAY_API_KEYS" in auth_problem(Tenants(), False, "127.0.0.1")
+
+
+TENANTS = """
+[tenants.search]
+keys = ["sk-search"]
+requests_per_minute = 600
+tokens_per_minute = 200000
+max_in_flight = 32
+models = ["minilm"]
+
+[tenants.batch]
+key_sha256 = ["{digest}"]
+"""
+
+
+def test_a_tenants_file_gives_each_key_its_tenant_limits_and_models(tmp_path: Path):
+    """Keys in clear or as their sha256; every limit optional; the old keys stay the unlimited `default`."""
+    path = tmp_path / "tenants.toml"
+    path.write_text(TENANTS.format(digest=key_digest("sk-batch")))
+    tenants = load_tenants(path, ("old-key",))
+    search = check_bearer("Bearer sk-search", tenants)
+    assert search == Tenant("search", ("minilm",), 600, 200_000, 32) and search.limited
+    assert check_bearer("Bearer sk-batch", tenants) == Tenant("batch") and not Tenant("batch").limited
+    assert check_bearer("Bearer old-key", tenants).name == "default"
+    assert tenants.names == ["batch", "default", "search"]
+    assert "sk-search" not in repr(tenants) and "sk-batch" not in repr(tenants)  # digests only
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            '[tenants.a]\nkeys = ["k"]\nrequests_per_minute = 0\n',
+            "line 3: tenants.a.requests_per_minute: must be",
+        ),
+        ('[tenants.a]\nkeys = ["k"]\nmax_in_flight = "8"\n', "line 3: tenants.a.max_in_flight"),
+        ('[tenants.a]\nkeys = ["k"]\n\n[tenants.b]\nkeys = ["k"]\n', "line 5: tenants.b: a key is also 'a'"),
+        ('[tenants.a]\nmodels = ["minilm"]\n', "line 1: tenants.a.keys: no key"),
+        ('[tenants.a]\nkeys = ["k"]\nrpm = 5\n', "line 3: tenants.a.rpm: unknown field"),
+        ('[tenants.a]\nkey_sha256 = ["abc"]\n', "line 2: tenants.a.key_sha256"),
+        ('[tenants.a]\nkeys = ["k"]\nmodels = []\n', "line 3: tenants.a.models: an empty list allows no model"),
+        ('[tenants."a b"]\nkeys = ["k"]\n', "line 1: tenants.a b: a tenant's name"),
+        ('[tenants.default]\nkeys = ["k"]\n', "tenants.default: the name is taken"),
+        ("[tenants.a\n", "not valid TOML"),
+        ("", "no tenants"),
+    ],
+)
+def test_a_bad_tenants_file_is_refused_naming_the_line_and_field(tmp_path: Path, text: str, said: str):
+    path = tmp_path / "tenants.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_tenants(path, ("old-key",))
 
 
 def test_gateway_settings_come_from_the_environment_and_refuse_nonsense():
@@ -216,3 +274,16 @@ def test_the_gateway_process_imports_no_model_code():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_usage_reads_the_hours_asked_and_sums_them():
+    """--since covers whole UTC hours up to now; refusals are listed by reason; a bad --since names what is allowed."""
+    now = 1_796_000_000.0  # a fixed instant: hour 2026-11-29 (UTC)
+    hours = since_hours("3h", now)
+    assert len(hours) == 3 and hours[-1] == time.strftime("%Y%m%d%H", time.gmtime(now))
+    assert len(since_hours("2d", now)) == 48
+    for bad in ("24", "0h", "1w", "36d"):
+        with pytest.raises(ValueError, match="--since"):
+            since_hours(bad, now)
+    rows = usage_table({("search", "minilm"): {"requests": 3, "tokens": 40, "refused_max_in_flight": 2}})
+    assert rows == [["search", "minilm", "3", "0", "40", "0", "max_in_flight=2"]]

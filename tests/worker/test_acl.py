@@ -8,6 +8,7 @@ refused."""
 from __future__ import annotations
 
 import gc
+import json
 import subprocess
 import sys
 
@@ -106,12 +107,22 @@ def test_producers_enqueue_and_read_results_and_are_refused_the_rest(acl_server,
 def test_the_gateway_serves_and_reports_health_under_its_user(acl_server, acl_worker, tmp_path):
     """`inference-tasks gateway` as inference-gateway: an embedding through the queue (push, subscribe, read,
     delete) and /health's broadcast answered by the worker; the user may not push to the training queue."""
-    with running_gateway(url(acl_server, "gateway"), tmp_path, "--no-auth", INFERENCE_GATEWAY_MODELS="minilm",
-                         INFERENCE_GATEWAY_HEALTH_TTL_S="0") as gateway:  # fmt: skip
-        status, _, body = gateway.request("POST", "/v1/embeddings", {"input": ["under the gateway's user"]})
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text('[tenants.acl]\nkeys = ["acl-key"]\nrequests_per_minute = 100\nmax_in_flight = 4\n')
+    settings = {"INFERENCE_GATEWAY_MODELS": "minilm", "INFERENCE_GATEWAY_HEALTH_TTL_S": "0",
+                "INFERENCE_GATEWAY_TENANTS_FILE": str(tenants)}  # fmt: skip
+    with running_gateway(url(acl_server, "gateway"), tmp_path, **settings) as gateway:
+        status, _, body = gateway.request(
+            "POST", "/v1/embeddings", {"input": ["under the gateway's user"]}, key="acl-key"
+        )
         assert status == 200 and len(body["data"][0]["embedding"]) == 384, body
         status, _, health = gateway.request("GET", "/health")
         assert status == 200 and health["models"]["minilm"], health
+    usage = subprocess.run([sys.executable, "-m", "inference_tasks.ops.cli", "usage", "--json"],
+                           env=clean_env(REDIS_URL=url(acl_server, "operator")), capture_output=True, text=True,
+                           timeout=60, check=True)  # fmt: skip
+    assert json.loads(usage.stdout) == [{"tenant": "acl", "model": "minilm", "requests": 1, "texts": 1,
+                                         "tokens": body["usage"]["total_tokens"]}], usage.stdout  # fmt: skip
     with pytest.raises(redis.exceptions.NoPermissionError):
         redis.Redis.from_url(url(acl_server, "gateway")).hgetall(classifier_key("spam", "latest"))
 

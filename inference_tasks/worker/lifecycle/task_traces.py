@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference_tasks.routing import SENT_AT_HEADER
+from inference_tasks.routing import SENT_AT_HEADER, TENANT_HEADER
 from inference_tasks.tracing.config import ADMITTED_AT_HEADER, TAKEN_AT_HEADER
 from inference_tasks.tracing.spans import active_tracer, carried_context, nanoseconds, start_tracing
 
@@ -102,11 +102,15 @@ def task_started(traces: TaskTraces, task_name: str, request: Any, shared: Any) 
     known = [step for index, step in enumerate(known) if all(step[1] <= later for _, later in known[index + 1 :])]
     link = getattr(shared, "trace_link", None)
     queue = (getattr(request, "delivery_info", None) or {}).get("routing_key", "")
+    attributes = {"celery.task_id": request.id, "messaging.system": "redis", "messaging.destination.name": queue,
+                  "inference.micro_batched": shared is not None}  # fmt: skip
+    tenant = request.get(TENANT_HEADER) if hasattr(request, "get") else None
+    if isinstance(tenant, str) and tenant:
+        attributes["inference.tenant"] = tenant  # the gateway's tenant: whose work this was
     root = tracer.start_span(
         task_name, context=carried_context(request), kind=SpanKind.CONSUMER,
         start_time=nanoseconds(known[0][1] if known else now), links=[Link(link)] if link is not None else None,
-        attributes={"celery.task_id": request.id, "messaging.system": "redis", "messaging.destination.name": queue,
-                    "inference.micro_batched": shared is not None},
+        attributes=attributes,
     )  # fmt: skip
     inside = trace.set_span_in_context(root)
     ends = [at for _, at in known[1:]] + [began]
