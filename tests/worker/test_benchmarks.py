@@ -430,3 +430,15 @@ def test_onnx_graph_benchmark_compares_the_ir_with_and_without_snippets(tmp_path
     for rows in report["per_round"].values():
         assert len(rows["batch"]) == 2 and all(rate > 0 for rate in rows["batch"]) and all(rows["one"])
     assert report["min_cosine"]["project IR, Snippets off"] >= 0.9999
+
+
+@pytest.mark.worker
+@pytest.mark.long
+def test_tenant_isolation_harness_loses_nothing(tmp_path):
+    """The bulk tenant is refused past its max_in_flight and every refused text is embedded on its retry; the
+    interactive tenant is measured alone and contended."""
+    report = _run("gateway_tenants", tmp_path / "tenants.json")
+    bulk = report["bulk"]
+    assert all(row["other"] == 0 and row["sent"] == row["embedded"] + row["refused"] for row in bulk), bulk
+    assert sum(row["refused"] for row in bulk) > 0 and sum(row["embedded"] for row in bulk) > 0
+    assert report["alone"] and report["contended"]
