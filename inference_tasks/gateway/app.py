@@ -26,7 +26,7 @@ from inference_tasks.config.checks import ConfigError
 from inference_tasks.config.gateway import GatewaySettings
 from inference_tasks.config.tenants import Tenant, Tenants
 from inference_tasks.gateway import embeddings_api, models_api, rerank_api
-from inference_tasks.gateway.auth import ANONYMOUS, check_bearer
+from inference_tasks.gateway.auth import anonymous, check_bearer
 from inference_tasks.gateway.context import Gateway
 from inference_tasks.gateway.dispatch import Dispatcher
 from inference_tasks.gateway.errors import ApiError, bad_request
@@ -115,7 +115,8 @@ def endpoint(
 
     async def call(request: Request) -> Response:
         try:
-            tenant = check_bearer(request.headers.get("authorization"), gateway.tenants) if authenticated else ANONYMOUS
+            header = request.headers.get("authorization")
+            tenant = check_bearer(header, gateway.tenants) if authenticated else anonymous()
             return await handler(request, gateway, tenant)
         except ApiError as error:
             return error.response()

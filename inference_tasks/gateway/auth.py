@@ -10,14 +10,17 @@ import ipaddress
 from inference_tasks.config.tenants import DEFAULT_TENANT, Tenant, Tenants
 from inference_tasks.gateway.errors import ApiError
 
-# Who a request is when the gateway runs without keys (--no-auth, loopback only): unlimited.
-ANONYMOUS = Tenant(DEFAULT_TENANT)
+
+def anonymous() -> Tenant:
+    """Who a request is when the gateway runs without keys (--no-auth, loopback only), or on a route that
+    takes none: the unlimited tenant `default`."""
+    return Tenant(DEFAULT_TENANT)
 
 
 def check_bearer(header: str | None, tenants: Tenants) -> Tenant:
     """The tenant whose key `header` ("Bearer <key>") presents; ApiError 401 otherwise. No tenants: anyone."""
     if not tenants:
-        return ANONYMOUS
+        return anonymous()
     scheme, _, given = (header or "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         raise ApiError(401, "no API key: send Authorization: Bearer <key>", code="invalid_api_key")
