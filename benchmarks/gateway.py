@@ -25,11 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +34,7 @@ import orjson
 import psutil
 
 from benchmarks.harness.alternation import alternated
+from benchmarks.harness.gateway_stack import gateway_stack
 from benchmarks.harness.http_client import HttpClient
 from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.workload import REPO_ROOT, ticket_texts
@@ -46,7 +43,6 @@ from inference_tasks.gateway.dispatch import Dispatcher
 from inference_tasks.gateway.redis_clients import broker_client, results_client
 from inference_tasks.gateway.results import ResultWaiter
 from inference_tasks.routing import EMBED_TASK, F32_BASE64_ENCODING
-from tests.support.localstack import free_port, start_redis, start_worker
 
 GOALS = {"throughput_share": 0.90, "added_p50_ms": 1.0}
 MODEL = "minilm"
@@ -141,38 +137,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "gateway.json")
     args = parser.parse_args()
     rounds, requests, serial = (1, 400, 40) if args.quick else (args.rounds, args.requests, args.serial)
-    work = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
-    server = start_redis(work / "redis")
-    url = server.url(0)
-    worker = start_worker("gateway-bench", url, work, dict(os.environ), backend="auto")
-    port = free_port()
-    env = {**os.environ, "REDIS_URL": url, "INFERENCE_GATEWAY_MODELS": MODEL, "PYTHONPATH": str(REPO_ROOT)}
-    gateway = subprocess.Popen([sys.executable, "-m", "inference_tasks.ops.cli", "gateway", "--no-auth", "--port",
-                                str(port), "--log-level", "warning"], env=env)  # fmt: skip
-    try:
-        wait_for_port(port, gateway)
-        found = asyncio.run(measure(Settings(redis_url=url), port, gateway.pid, rounds, requests, args.clients, serial))
-    finally:
-        gateway.terminate()
-        gateway.wait(timeout=30)
-        worker.stop()
-        server.process.terminate()
-        server.process.wait(timeout=10)
+    with gateway_stack("gateway", ["--no-auth"], INFERENCE_GATEWAY_MODELS=MODEL) as stack:
+        settings = Settings(redis_url=stack.redis_url)
+        found = asyncio.run(measure(settings, stack.port, stack.gateway_pid, rounds, requests, args.clients, serial))
     report(summary(found), args, rounds, requests)
-
-
-def wait_for_port(port: int, process: subprocess.Popen) -> None:
-    import socket
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("the gateway exited")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError("the gateway did not listen within 60 s")
 
 
 def report(found: dict[str, Any], args: argparse.Namespace, rounds: int, requests: int) -> None:

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,12 +29,11 @@ from typing import Any
 
 import orjson
 
-from benchmarks.gateway import wait_for_port
 from benchmarks.harness.alternation import alternated
+from benchmarks.harness.gateway_stack import gateway_stack
 from benchmarks.harness.http_client import HttpClient
 from benchmarks.harness.report import cpu_name, write_report
 from benchmarks.harness.workload import REPO_ROOT, ticket_texts
-from tests.support.localstack import free_port, start_redis, start_worker
 
 GOAL_P50_RATIO = 2.0
 MODEL = "minilm"
@@ -152,27 +148,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "gateway_tenants.json")
     args = parser.parse_args()
     rounds, serial = (1, 40) if args.quick else (args.rounds, args.serial)
-    work = Path(tempfile.mkdtemp(prefix="bench-tenants-"))
-    server = start_redis(work / "redis")
-    url = server.url(0)
-    worker = start_worker("tenants-bench", url, work, dict(os.environ), backend="auto")
-    tenants = work / "tenants.toml"
+    tenants = Path(tempfile.mkdtemp(prefix="bench-tenants-")) / "tenants.toml"
     tenants.write_text(TENANTS.format(max_in_flight=args.max_in_flight))
-    port = free_port()
-    env = {**os.environ, "REDIS_URL": url, "INFERENCE_GATEWAY_MODELS": MODEL, "PYTHONPATH": str(REPO_ROOT),
-           "INFERENCE_GATEWAY_TENANTS_FILE": str(tenants),
-           "INFERENCE_GATEWAY_FAIR_SHARE": str(args.fair_share)}  # fmt: skip
-    gateway = subprocess.Popen([sys.executable, "-m", "inference_tasks.ops.cli", "gateway", "--port", str(port),
-                                "--log-level", "warning"], env=env)  # fmt: skip
-    try:
-        wait_for_port(port, gateway)
-        found = asyncio.run(measure(port, rounds, serial, args.clients))
-    finally:
-        gateway.terminate()
-        gateway.wait(timeout=30)
-        worker.stop()
-        server.process.terminate()
-        server.process.wait(timeout=10)
+    settings = {"INFERENCE_GATEWAY_MODELS": MODEL, "INFERENCE_GATEWAY_TENANTS_FILE": str(tenants),
+                "INFERENCE_GATEWAY_FAIR_SHARE": str(args.fair_share)}  # fmt: skip
+    with gateway_stack("tenants", [], **settings) as stack:
+        found = asyncio.run(measure(stack.port, rounds, serial, args.clients))
     report(summary(found), args, rounds, serial)
 
 

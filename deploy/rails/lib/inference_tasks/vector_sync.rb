@@ -54,12 +54,7 @@ module InferenceTasks
         log(:warn, "#{table}: not embedding #{id}: #{pending.refused}; its vector is cleared")
         return nil
       end
-      push(VectorRows::Claim.new(task_id: pending.task_id, ids: [id], texts: [pending.text], refused: []))
-    rescue Error, Redis::BaseError => e
-      @rows.expire(pending.task_id)
-      log(:warn, "#{table}: task #{pending.task_id} for #{id} was not pushed (#{e.class}: #{e.message}); " \
-                 "its mark is expired, the next backfill asks again")
-      nil
+      push_or_expire(VectorRows::Claim.new(task_id: pending.task_id, ids: [id], texts: [pending.text], refused: []))
     end
 
     # Push a claim's texts as one embed task, its reply to the reply job with the rows' ids as context. Call it
@@ -110,17 +105,22 @@ module InferenceTasks
         claim.refused.each { |row, reason| log(:warn, "#{table}: not embedding #{row}: #{reason}; its vector is cleared") }
         next if claim.ids.empty?
 
-        begin
-          push(claim)
-          log(:info, "#{table}: task #{claim.task_id} asks for #{id} alone (split from #{task_id})")
-          claim.task_id
-        rescue Error, Redis::BaseError => e
-          @rows.expire(claim.task_id)
-          log(:warn, "#{table}: task #{claim.task_id} for #{id} was not pushed (#{e.class}: #{e.message}); " \
-                     "its mark is expired, the next backfill asks again")
-          nil
+        push_or_expire(claim)&.tap do |pushed|
+          log(:info, "#{table}: task #{pushed} asks for #{id} alone (split from #{task_id})")
         end
       end
+    end
+
+    # Push the claim; a push that fails is logged, not raised, and its mark expired, so the next backfill asks
+    # for its rows at once. Returns the task id, or nil when nothing was pushed.
+    def push_or_expire(claim)
+      push(claim)
+      claim.task_id
+    rescue Error, Redis::BaseError => e
+      @rows.expire(claim.task_id)
+      log(:warn, "#{table}: task #{claim.task_id} for #{claim.ids.join(',')} was not pushed (#{e.class}: " \
+                 "#{e.message}); its mark is expired, the next backfill asks again")
+      nil
     end
 
     def log_stored(task_id, identity, done)
